@@ -1,0 +1,66 @@
+# dgxspark.vllm: developer and CI entry points. `make test` is what CI runs.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+ACT := source $(VENV)/bin/activate &&
+SANITY_ROOT ?= /tmp/dgxspark-sanity
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+INVENTORY ?= inventories/sim/hosts.yml
+export ANSIBLE_FORCE_COLOR ?= 0
+export PYTHONPATH := $(CURDIR)/collections
+
+.PHONY: help venv host-deps lint sanity units molecule e2e test demo demo-down sim-up sim-down sim-images bench
+
+help:
+	@echo "make demo       simulated fleet up + site.yml end to end (the embedded default)"
+	@echo "make test       lint, sanity, units, molecule, e2e (what CI runs)"
+	@echo "make demo-down  remove every container, network and volume the demo created"
+
+$(VENV)/.stamp: requirements.txt requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+host-deps:
+	bash tools/host-deps.sh
+
+lint: venv
+	$(ACT) yamllint -s .
+	$(ACT) ansible-lint --profile production
+
+sanity: venv
+	bash tools/sanity.sh $(SANITY_ROOT)
+
+units: venv
+	$(ACT) pytest -p no:cacheprovider tests/unit
+
+sim-images: venv host-deps
+	$(ACT) ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
+
+molecule: venv host-deps sim-images
+	@set -e; for s in $(SCENARIOS); do echo "== molecule $$s"; $(ACT) molecule test -s $$s; done
+
+e2e: venv host-deps
+	$(ACT) pytest -p no:cacheprovider tests/e2e
+
+test: venv host-deps lint sanity units molecule e2e
+
+sim-up: venv host-deps
+	$(ACT) ansible-playbook playbooks/sim_up.yml -i $(INVENTORY)
+
+sim-down: venv
+	$(ACT) ansible-playbook playbooks/sim_down.yml -i $(INVENTORY)
+
+demo: sim-up
+	$(ACT) ansible-playbook site.yml -i $(INVENTORY)
+	$(ACT) bash tools/demo-summary.sh $(INVENTORY)
+
+demo-down: venv
+	$(ACT) ansible-playbook playbooks/sim_down.yml -i inventories/sim/hosts.yml -e sim_fleet_purge=true
+	-$(ACT) ansible-playbook playbooks/sim_down.yml -i inventories/sim_tp3/hosts.yml -e sim_fleet_purge=true
+
+bench: venv host-deps
+	$(ACT) python benchmarks/demo_timings.py

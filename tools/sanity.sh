@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# ansible-test sanity needs a real ansible_collections/<ns>/<name> tree (it resolves the
+# self-link and refuses it), so copy the files git knows into one and run there.
+set -euo pipefail
+root=${1:-/tmp/dgxspark-sanity}
+src=$(cd "$(dirname "$0")/.." && pwd)
+dest="$root/ansible_collections/dgxspark/vllm"
+rm -rf "$root"
+mkdir -p "$dest" "$HOME/.ansible/test/cache"
+# ansible-test's pip bootstrap script comes from a host we cannot reach; ship our own.
+for v in 24_2 25_3; do cp "$src/tools/get_pip_stub.py" "$HOME/.ansible/test/cache/get_pip_$v.py"; done
+cd "$src"
+git ls-files -z --cached --others --exclude-standard -- . ":(exclude)collections" | tar --null -T - -c 2>/dev/null | tar -x -C "$dest"
+cd "$dest"
+git init -q . && git add -A >/dev/null 2>&1 && git -c user.email=ci@local -c user.name=ci commit -qm sanity
+# shellcheck disable=SC1091
+source "$src/.venv/bin/activate"
+run() { ansible-test sanity --local --python 3.11 --color no "$@"; }
+run "$@" || { echo "sanity: retrying once (ansible-test bootstrap is occasionally flaky)"; run "$@"; }
