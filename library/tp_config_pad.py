@@ -1,0 +1,1 @@
+../plugins/modules/tp_config_pad.py

@@ -1,0 +1,504 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tensor-parallel padding logic shared by tp_config_pad, drafter_pad and the tp_pad role.
+
+Pure Python; numpy is imported only inside the functions that touch tensors, so the
+config half (tp_config_pad) stays stdlib-only on the target.
+
+Sources (docs/tp-padding.md): operations spec D.1 (geometry), D.2 (config.json padding,
+lcm(tp, 64) width rule, ceil-to-tp head rule, backup and idempotence), D.3 (DFlash2 drafter
+32q/8kv -> 48q/12kv: zero head blocks appended at the end, GQA ratio kept, numerical
+verification), field case F12 (drafter heads must divide by tp; 36/9 divides but does not boot).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import math
+import os
+import re
+import struct
+
+ALIGN = 64  # NVFP4 16-value blocks and Marlin tiles stay aligned on multiples of 64 (spec D.2)
+
+STATE_AT_TARGET = "at_target"
+STATE_NEEDS_PAD = "needs_pad"
+STATE_INCONSISTENT = "inconsistent"
+STATE_ABSENT = "absent"
+
+
+class PaddingError(Exception):
+    """A refusal with a message naming the file, the key or tensor, both values and the fix."""
+
+
+# ---------------------------------------------------------------------------------------------
+# candidates (explain / check lane targets only; the lane's targets are what gets written)
+# ---------------------------------------------------------------------------------------------
+
+def lcm(a, b):
+    return a * b // math.gcd(a, b)
+
+
+def ceil_to(value, multiple):
+    return -(-value // multiple) * multiple
+
+
+def is_head_key(key):
+    """Head counts ('...heads', '...num_heads') use the ceil-to-tp rule; anything else is a width."""
+    return key.rsplit(".", 1)[-1].endswith("heads")
+
+
+def candidate(key, value, tp):
+    """Candidate padded value for one key (spec D.2).
+
+    heads: ceil(value / tp) * tp (64 -> 66 at tp 3); widths: smallest multiple of lcm(tp, 64)
+    that is >= value (2048 -> 2112 at tp 3). Both are the identity when tp already divides.
+    """
+    if value % tp == 0:
+        return value
+    if is_head_key(key):
+        return ceil_to(value, tp)
+    return ceil_to(value, lcm(tp, ALIGN))
+
+
+def head_pad_candidate(num_heads, num_kv_heads, tp):
+    """Smallest (q, kv) that keeps the GQA ratio and divides by tp: (32, 8) -> (36, 9) at tp 3.
+
+    Only an explanation: field case F12 shows 36/9 divides but does not boot with the
+    TP3 KV layout; the lane asks for 48/12 (exact page fit, spec D.3).
+    """
+    if num_kv_heads <= 0 or num_heads % num_kv_heads:
+        raise PaddingError("num_attention_heads %d is not a multiple of num_key_value_heads %d"
+                           % (num_heads, num_kv_heads))
+    group = num_heads // num_kv_heads
+    kv = ceil_to(num_kv_heads, tp)
+    return kv * group, kv
+
+
+# ---------------------------------------------------------------------------------------------
+# dotted keys
+# ---------------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def get_dotted(data, key, default=_MISSING):
+    """Return data['a']['b'] for 'a.b'; default (or KeyError) when a level is missing."""
+    node = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        node = node[part]
+    return node
+
+
+def set_dotted(data, key, value):
+    """Set an existing dotted key in place (never creates levels: padding only edits what exists)."""
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node[part]
+    if parts[-1] not in node:
+        raise KeyError(key)
+    node[parts[-1]] = value
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------------------------------------
+# config.json plan (tp_config_pad)
+# ---------------------------------------------------------------------------------------------
+
+def config_plan(config, targets, tp, original=None, path="config.json"):
+    """Plan the padding of one config.json.
+
+    config: the parsed file; targets: {dotted key: int}; tp: tensor-parallel size;
+    original: the parsed backup (config.json.orig) when one exists, else None.
+    Returns a dict:
+      action: 'divides' (tp divides the released geometry: leave the file alone),
+              'at_target' (already padded), 'pad' (write targets), 'empty' (no targets);
+      keys: {key: {current, target, original, candidate, state}} (state: at_target,
+            needs_pad, inconsistent, absent);
+      drift: keys that differ from the backup although tp divides (only for 'divides').
+    Raises PaddingError for an inconsistent or half-padded file, a target that does not divide
+    by tp, or a target below the released value; the message names file, key and both values.
+    """
+    if not _is_int(tp) or tp < 1:
+        raise PaddingError("tensor_parallel_size must be a positive integer, got %r" % (tp,))
+    keys = {}
+    plan = {"path": path, "tensor_parallel_size": tp, "keys": keys, "drift": []}
+    if not targets:
+        plan["action"] = "empty"
+        return plan
+    for key in targets:
+        target = targets[key]
+        if not _is_int(target) or target < 1:
+            raise PaddingError("%s: target for %s must be a positive integer, got %r (lane padding.config_targets)"
+                               % (path, key, target))
+        current = get_dotted(config, key, None)
+        released = current if original is None else get_dotted(original, key, current)
+        entry = {"current": current, "target": target, "original": released, "candidate": None,
+                 "state": STATE_ABSENT}
+        keys[key] = entry
+        if current is None:
+            continue  # e.g. linear_attn_config.num_heads only where that dict exists (spec D.2)
+        if not _is_int(current) or not _is_int(released):
+            raise PaddingError("%s: %s is %r, not an integer; this key cannot be padded" % (path, key, current))
+        entry["candidate"] = candidate(key, released, tp)
+        entry["state"] = None
+    present = dict((k, v) for k, v in keys.items() if v["state"] != STATE_ABSENT)
+    if not present:
+        plan["action"] = "empty"
+        return plan
+
+    # The geometry is judged on the released values (the backup once one exists), so a file
+    # padded for tp 3 is still recognised as padded, and tp 2/4 leave any file alone (spec D.2).
+    # Without a backup, keys already at target next to keys that are not mean a partial pad,
+    # never a released geometry: skip the shortcut so the file is refused below.
+    at = [k for k, v in present.items() if v["current"] == v["target"]]
+    partial = original is None and at and len(at) != len(present)
+    if not partial and all(v["original"] % tp == 0 for v in present.values()):
+        plan["action"] = "divides"
+        plan["drift"] = sorted(k for k, v in present.items() if v["current"] != v["original"])
+        for v in present.values():
+            v["state"] = STATE_AT_TARGET if v["current"] == v["original"] else STATE_INCONSISTENT
+        return plan
+
+    problems = []
+    for key, v in present.items():
+        target, current, released = v["target"], v["current"], v["original"]
+        if target % tp:
+            raise PaddingError("%s: target %d for %s does not divide by tensor-parallel size %d; fix the lane's "
+                               "padding.config_targets (candidate %d, spec D.2)"
+                               % (path, target, key, tp, v["candidate"]))
+        if target < released:
+            raise PaddingError("%s: target %d for %s is below the released value %d; padding never shrinks "
+                               "a dimension, fix the lane's padding.config_targets" % (path, target, key, released))
+        if current == target:
+            v["state"] = STATE_AT_TARGET
+        elif current == released and (original is not None or current % tp):
+            v["state"] = STATE_NEEDS_PAD
+        else:
+            # Divides by tp but is neither the released value nor the target: another tool padded it.
+            v["state"] = STATE_INCONSISTENT
+            problems.append("%s is %d on disk but the lane's target is %d (released value %s)"
+                            % (key, current, target,
+                               released if original is not None else "unknown: no backup"))
+    states = set(v["state"] for v in present.values())
+    if not problems and states == set([STATE_AT_TARGET, STATE_NEEDS_PAD]):
+        for key, v in present.items():
+            if v["state"] == STATE_AT_TARGET:
+                problems.append("%s is already %d (target %d)" % (key, v["current"], v["target"]))
+            else:
+                problems.append("%s is still %d (target %d)" % (key, v["current"], v["target"]))
+                v["state"] = STATE_INCONSISTENT
+    if problems:
+        raise PaddingError("%s is padded inconsistently at tensor-parallel size %d: %s. Restore the released file "
+                           "(cp %s.orig %s, if that backup is the released config) and run tp_config_pad again"
+                           % (path, tp, "; ".join(sorted(problems)), path, path))
+    plan["action"] = "at_target" if states == set([STATE_AT_TARGET]) else "pad"
+    return plan
+
+
+def apply_plan(config, plan):
+    """Return the keys changed ({key: (before, after)}) after writing the targets into config."""
+    changed = {}
+    if plan["action"] != "pad":
+        return changed
+    for key, v in plan["keys"].items():
+        if v["state"] == STATE_NEEDS_PAD:
+            set_dotted(config, key, v["target"])
+            changed[key] = (v["current"], v["target"])
+    return changed
+
+
+def divisibility(config, keys, tp):
+    """Keys whose value does not divide by tp: [(key, value)], absent keys skipped (guard)."""
+    bad = []
+    for key in keys:
+        value = get_dotted(config, key, None)
+        if _is_int(value) and value % tp:
+            bad.append((key, value))
+    return bad
+
+
+def dump_config(config):
+    """Serialise like the reference script (spec D.2): 2-space indent, key order kept, final newline."""
+    return json.dumps(config, indent=2) + "\n"
+
+
+def diff_lines(values):
+    """'key: value' lines for Ansible's diff, in target order."""
+    return "".join("%s: %s\n" % (k, json.dumps(v)) for k, v in values)
+
+
+# ---------------------------------------------------------------------------------------------
+# heads plan (drafter_pad): zero head blocks appended at the end (spec D.3)
+# ---------------------------------------------------------------------------------------------
+
+ATTN_RE = re.compile(r"(?:^|\.)self_attn\.(q_proj|k_proj|v_proj|o_proj)\.(\w+)$")
+HEAD_RECORD_KEY = "_tp%d_head_pad"
+HEAD_RECORD_RE = re.compile(r"^_tp\d+_head_pad$")
+
+
+def find_head_record(config):
+    """(key, record) of a '_tp<N>_head_pad' block left by a previous pad, else (None, None)."""
+    for key, value in config.items():
+        if HEAD_RECORD_RE.match(key) and isinstance(value, dict):
+            return key, value
+    return None, None
+
+
+def heads_plan(config, target_q, target_kv, tp, expect_q=None, expect_kv=None, path="config.json"):
+    """Check a (q, kv) -> (target_q, target_kv) head pad and return its geometry.
+
+    Rules (spec D.3, F12): both targets divide by tp; the GQA group size (q per kv head) is kept,
+    so appending at the end keeps q head i on kv head i // group and every pad q head reads a
+    pad kv head; the source is the expected unpadded geometry when expect_* is given.
+    The released counts come from the '_tp<N>_head_pad' record once a pad was written.
+    Returns {state, q, kv, target_q, target_kv, group, head_dim, hidden}; state is 'divides'
+    (tp divides the released heads: leave the files alone), 'at_target' or 'pad'.
+    """
+    q = config.get("num_attention_heads")
+    kv = config.get("num_key_value_heads", q)
+    hidden = config.get("hidden_size")
+    if not (_is_int(q) and _is_int(kv) and _is_int(hidden)):
+        raise PaddingError("%s: num_attention_heads, num_key_value_heads and hidden_size must be integers "
+                           "(got %r, %r, %r)" % (path, q, kv, hidden))
+    rkey, record = find_head_record(config)
+    orig_q, orig_kv = q, kv
+    if record is not None:
+        orig_q, orig_kv = record.get("num_attention_heads"), record.get("num_key_value_heads")
+        if not (_is_int(orig_q) and _is_int(orig_kv)) or orig_q <= 0 or orig_kv <= 0:
+            raise PaddingError("%s: %s record is malformed: %r" % (path, rkey, record))
+    head_dim = config.get("head_dim") or hidden // orig_q
+    geo = {"state": "pad", "q": orig_q, "kv": orig_kv, "current_q": q, "current_kv": kv,
+           "target_q": target_q, "target_kv": target_kv, "head_dim": head_dim, "hidden": hidden,
+           "record_key": rkey}
+    if expect_q is not None and (orig_q, orig_kv) != (expect_q, expect_kv):
+        raise PaddingError("%s: expected an unpadded %d/%d checkpoint (num_attention_heads/num_key_value_heads), "
+                           "found %d/%d; restore the released files (spec D.3 refuses any other source)"
+                           % (path, expect_q, expect_kv, orig_q, orig_kv))
+    if orig_kv <= 0 or orig_q % orig_kv:
+        raise PaddingError("%s: %d query heads are not a multiple of %d kv heads" % (path, orig_q, orig_kv))
+    geo["group"] = orig_q // orig_kv
+    if orig_q % tp == 0 and orig_kv % tp == 0:
+        geo["state"] = "divides"
+        return geo
+    for name, value in (("num_attention_heads", target_q), ("num_key_value_heads", target_kv)):
+        if not _is_int(value) or value % tp:
+            raise PaddingError("%s: target %s %r does not divide by tensor-parallel size %d; fix the lane's "
+                               "heads_padding" % (path, name, value, tp))
+    if target_q < orig_q or target_kv < orig_kv or target_q != target_kv * geo["group"]:
+        raise PaddingError("%s: target %d/%d does not keep the GQA group of %d query heads per kv head of the "
+                           "%d/%d source (appending at the end is exact only then); use %d/%d for the smallest "
+                           "pad at tensor-parallel size %d, or a multiple of it"
+                           % ((path, target_q, target_kv, geo["group"], orig_q, orig_kv)
+                              + head_pad_candidate(orig_q, orig_kv, tp) + (tp,)))
+    if (q, kv) == (target_q, target_kv):
+        geo["state"] = "at_target"
+    elif (q, kv) != (orig_q, orig_kv):
+        raise PaddingError("%s: heads are %d/%d, neither the released %d/%d nor the target %d/%d; restore the "
+                           "released checkpoint and run drafter_pad again"
+                           % (path, q, kv, orig_q, orig_kv, target_q, target_kv))
+    return geo
+
+
+def padded_config(config, geo, tp):
+    """The config with target heads and a record of the original counts (spec D.3 '_tp3_head_pad')."""
+    out = dict(config)
+    out["num_attention_heads"] = geo["target_q"]
+    out["num_key_value_heads"] = geo["target_kv"]
+    out[HEAD_RECORD_KEY % tp] = {
+        "num_attention_heads": geo["q"],
+        "num_key_value_heads": geo["kv"],
+        "tensor_parallel_size": tp,
+        "note": "zero head blocks appended at the end of q/k/v_proj rows and o_proj columns (dgxspark.vllm.drafter_pad)",
+    }
+    return out
+
+
+def tensor_pad_spec(name, shape, geo):
+    """How one tensor changes: None (copy verbatim), or (axis, from_len, to_len, state).
+
+    state is 'pad' or 'at_target'. Raises PaddingError for an attention tensor whose shape is
+    neither the source nor the target, or a suffix it cannot pad (quantisation scales).
+    """
+    m = ATTN_RE.search(name)
+    if not m:
+        return None
+    proj, suffix = m.groups()
+    hd = geo["head_dim"]
+    heads = {"q_proj": (geo["q"], geo["target_q"]), "k_proj": (geo["kv"], geo["target_kv"]),
+             "v_proj": (geo["kv"], geo["target_kv"]), "o_proj": (geo["q"], geo["target_q"])}[proj]
+    if suffix not in ("weight", "bias"):
+        raise PaddingError("tensor %s: cannot pad '%s' tensors (quantised attention?); drafter_pad handles "
+                           "weight and bias only" % (name, suffix))
+    if proj == "o_proj":
+        if suffix == "bias":
+            return None  # o_proj bias is per output feature (hidden), not per head
+        axis = 1
+    else:
+        axis = 0
+    if len(shape) <= axis:
+        raise PaddingError("tensor %s: shape %s has no axis %d" % (name, list(shape), axis))
+    src, dst = heads[0] * hd, heads[1] * hd
+    if shape[axis] == dst:
+        return (axis, src, dst, "at_target")
+    if shape[axis] == src:
+        return (axis, src, dst, "pad")
+    raise PaddingError("tensor %s: axis %d is %d, expected %d (source %d heads x %d) or %d (target)"
+                       % (name, axis, shape[axis], src, heads[0], hd, dst))
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors codec. numpy has no bfloat16, so safetensors.numpy cannot load a bf16 drafter;
+# padding only appends zero bits, which is 0.0 in every float format, so tensors are handled
+# as raw integers of the right width and converted to float only for verification.
+# ---------------------------------------------------------------------------------------------
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+               "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
+def read_header(path):
+    """Return (header dict without __metadata__, metadata dict, data start offset)."""
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) != 8:
+            raise PaddingError("%s: not a safetensors file (short header)" % path)
+        (n,) = struct.unpack("<Q", raw)
+        if n > 100 * 1024 * 1024:
+            raise PaddingError("%s: not a safetensors file (header length %d)" % (path, n))
+        header = json.loads(f.read(n).decode("utf-8"))
+    meta = header.pop("__metadata__", None) or {}
+    return header, meta, 8 + n
+
+
+def _raw_view_dtype(np, dtype):
+    size = DTYPE_BYTES.get(dtype)
+    if size is None:
+        raise PaddingError("unsupported safetensors dtype %s" % dtype)
+    return np.dtype("<u%d" % size) if size > 1 else np.dtype("u1")
+
+
+def load_raw(np, path, header, start, name):
+    """A tensor as a read-only raw-integer array of its shape (memory-mapped)."""
+    info = header[name]
+    b, e = info["data_offsets"]
+    view = _raw_view_dtype(np, info["dtype"])
+    count = (e - b) // view.itemsize
+    arr = np.memmap(path, dtype=view, mode="r", offset=start + b, shape=(count,))
+    return arr.reshape(info["shape"]) if info["shape"] else arr.reshape(())
+
+
+def to_float(np, raw, dtype):
+    """Raw-integer array -> float64 for verification (BF16 via the upper half of float32)."""
+    if dtype == "BF16":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype in ("F16", "F32", "F64"):
+        return raw.view({"F16": np.float16, "F32": np.float32, "F64": np.float64}[dtype]).astype(np.float64)
+    raise PaddingError("cannot verify attention tensors of dtype %s" % dtype)
+
+
+def pad_raw(np, raw, axis, to_len):
+    """Append zeros along axis up to to_len."""
+    width = [(0, 0)] * raw.ndim
+    width[axis] = (0, to_len - raw.shape[axis])
+    return np.pad(np.asarray(raw), width, mode="constant", constant_values=0)
+
+
+def write_safetensors(np, fileobj, tensors, metadata):
+    """Write {name: (dtype, raw array)} deterministically; returns bytes written.
+
+    Order as the safetensors library writes: larger dtypes first, then by name; header padded
+    with spaces to a multiple of 8 bytes.
+    """
+    order = sorted(tensors, key=lambda k: (-DTYPE_BYTES[tensors[k][0]], k))
+    header = {}
+    if metadata:
+        header["__metadata__"] = dict((str(k), str(v)) for k, v in sorted(metadata.items()))
+    offset = 0
+    for name in order:
+        dtype, arr = tensors[name]
+        size = int(arr.size) * DTYPE_BYTES[dtype]
+        header[name] = {"dtype": dtype, "shape": [int(d) for d in arr.shape], "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    blob += b" " * ((8 - len(blob) % 8) % 8)
+    fileobj.write(struct.pack("<Q", len(blob)))
+    fileobj.write(blob)
+    for name in order:
+        arr = tensors[name][1]
+        fileobj.write(np.ascontiguousarray(arr).tobytes())
+    return 8 + len(blob) + offset
+
+
+# ---------------------------------------------------------------------------------------------
+# verification: one attention layer with the original and the padded weights (spec D.3)
+# ---------------------------------------------------------------------------------------------
+
+def attention_forward(np, x, w, n_heads, n_kv, head_dim, eps=1e-6):
+    """GQA self-attention with a causal mask, then o_proj; float64.
+
+    w: {'q','k','v','o'} weights, optional 'q_bias','k_bias','v_bias','q_norm','k_norm'.
+    kv heads are repeated in place (repeat_interleave), so q head i reads kv head i // group,
+    the layout vLLM and transformers use.
+    """
+    seq = x.shape[0]
+
+    def proj(name):
+        out = x @ w[name].T
+        if (name + "_bias") in w:
+            out = out + w[name + "_bias"]
+        return out
+
+    q = proj("q").reshape(seq, n_heads, head_dim)
+    k = proj("k").reshape(seq, n_kv, head_dim)
+    v = proj("v").reshape(seq, n_kv, head_dim)
+    for name, t in (("q_norm", q), ("k_norm", k)):
+        if name in w:  # Qwen3 per-head RMSNorm over head_dim: a zero head stays zero
+            t *= w[name] / np.sqrt(np.mean(t * t, axis=-1, keepdims=True) + eps)
+    group = n_heads // n_kv
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(head_dim)
+    mask = np.triu(np.ones((seq, seq), dtype=bool), 1)
+    scores = np.where(mask[None], -np.inf, scores)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    ctx = np.einsum("hqk,khd->qhd", probs, v).reshape(seq, n_heads * head_dim)
+    return ctx @ w["o"].T
+
+
+def verify_layer(np, original, padded, geo, seed=0, seq=16):
+    """Run attention_forward with both weight sets; return (max_abs_diff, output_scale)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((seq, geo["hidden"]))
+    ref = attention_forward(np, x, original, geo["q"], geo["kv"], geo["head_dim"])
+    out = attention_forward(np, x, padded, geo["target_q"], geo["target_kv"], geo["head_dim"])
+    return float(np.max(np.abs(ref - out))), float(np.max(np.abs(ref)))
+
+
+def sha256_file(path, chunk=1 << 20):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(chunk)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def list_safetensors(directory):
+    return sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))
