@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import (
     deep_merge,
+    value_type,
     validate_inventory,
     validate_lane,
 )
@@ -18,12 +19,12 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import (
 
 def lane_merge(lane, overrides):
     if not isinstance(lane, dict):
-        raise AnsibleFilterError("lane_merge: the lane must be a mapping, got %s" % type(lane).__name__)
+        raise AnsibleFilterError("lane_merge: the lane must be a mapping, got %s" % value_type(lane))
     if overrides in (None, ""):
         return deep_merge(lane, {})
     if not isinstance(overrides, dict):
         raise AnsibleFilterError("lane_merge: vllm_lane_overrides must be a mapping of lane keys, got %s"
-                                 % type(overrides).__name__)
+                                 % value_type(overrides))
     return deep_merge(lane, overrides)
 
 
@@ -33,7 +34,7 @@ def lane_errors(lane, name=None):
 
 def inventory_errors(hosts, tensor_parallel_size, head_group="vllm_head", workers_group="vllm_workers"):
     if not isinstance(hosts, list):
-        raise AnsibleFilterError("inventory_errors: expected a list of hosts, got %s" % type(hosts).__name__)
+        raise AnsibleFilterError("inventory_errors: expected a list of hosts, got %s" % value_type(hosts))
     return validate_inventory(hosts, tensor_parallel_size, head_group, workers_group)
 
 

@@ -136,7 +136,7 @@ LANE_SCHEMA = {
 }
 
 
-def _value_type(value):
+def value_type(value):
     """Plain type name of a value (Ansible wraps strings in tagged subclasses)."""
     for t, n in ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"),
                  (dict, "mapping"), (list, "list"), (type(None), "null")):
@@ -172,7 +172,7 @@ def _check(value, schema, path, errors):
         item = value[key]
         if not _is_type(item, types):
             errors.append("%s: expected %s, got %s (%r)" % (
-                where, _type_name(types), _value_type(item), item))
+                where, _type_name(types), value_type(item), item))
             continue
         if "choices" in extra and item not in extra["choices"]:
             errors.append("%s: %r is not one of %s" % (where, item, ", ".join(map(str, extra["choices"]))))
@@ -188,12 +188,12 @@ def _check(value, schema, path, errors):
             for idx, element in enumerate(item):
                 if isinstance(elements, dict):
                     if not isinstance(element, dict):
-                        errors.append("%s[%d]: expected dict, got %s" % (where, idx, _value_type(element)))
+                        errors.append("%s[%d]: expected dict, got %s" % (where, idx, value_type(element)))
                     else:
                         _check(element, elements, "%s[%d]." % (where, idx), errors)
                 elif not _is_type(element, elements):
                     errors.append("%s[%d]: expected %s, got %s (%r)" % (
-                        where, idx, _type_name(elements), _value_type(element), element))
+                        where, idx, _type_name(elements), value_type(element), element))
 
 
 def deep_merge(base, override):
@@ -236,7 +236,7 @@ def _semantic_errors(lane):
 def validate_lane(lane, name=None):
     """Return a list of human-readable errors (empty when the lane is valid)."""
     if not isinstance(lane, dict):
-        return ["lane %s: expected a mapping, got %s" % (name or "?", _value_type(lane))]
+        return ["lane %s: expected a mapping, got %s" % (name or "?", value_type(lane))]
     errors = []
     _check(lane, LANE_SCHEMA, "", errors)
     if name is not None and lane.get("name") not in (None, name):
@@ -271,7 +271,7 @@ def validate_inventory(hosts, lane_tp, head_group="vllm_head", workers_group="vl
             continue
         if isinstance(rank, bool) or not isinstance(rank, int):
             errors.append("host %s: vllm_rank must be an integer, got %s %r; write it unquoted, e.g. vllm_rank: 1"
-                          % (h["name"], _value_type(rank), str(rank) if isinstance(rank, str) else rank))
+                          % (h["name"], value_type(rank), str(rank) if isinstance(rank, str) else rank))
             continue
         ranks.setdefault(rank, []).append(h["name"])
     for rank, names in sorted(ranks.items()):
@@ -298,7 +298,8 @@ def validate_inventory(hosts, lane_tp, head_group="vllm_head", workers_group="vl
         rank = next((h.get("rank") for h in hosts if h["name"] == name), None)
         if rank == 0 and not isinstance(rank, bool):
             errors.append("host %s: is a worker (%s) but has vllm_rank 0; rank 0 is the head" % (name, workers_group))
-    if n >= 2 and not workers:
-        errors.append("group %s is empty; a tensor-parallel group of %d needs %d workers"
-                      % (workers_group, n, n - 1))
+    size = max(n, lane_tp if isinstance(lane_tp, int) else 0)
+    if size >= 2 and not workers:
+        errors.append("group %s is empty; a tensor-parallel group of %d needs %d workers (ranks 1..%d)"
+                      % (workers_group, size, size - 1, size - 1))
     return errors

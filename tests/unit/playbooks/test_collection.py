@@ -1,0 +1,36 @@
+"""The collection builds, installs and documents itself; both entry points parse (issue 2)."""
+import glob
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.path.dirname(sys.executable)
+
+
+def _run(args, cwd=ROOT, env=None):
+    e = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="1")
+    e.update(env or {})
+    proc = subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_site_syntax_from_checkout_and_by_fqcn():
+    _run(["ansible-playbook", "site.yml", "--syntax-check"])
+    _run(["ansible-playbook", "dgxspark.vllm.site", "--syntax-check"])
+
+
+def test_built_collection_installs_and_documents_preflight(tmp_path):
+    _run(["ansible-galaxy", "collection", "build", "--output-path", str(tmp_path)])
+    tarballs = glob.glob(str(tmp_path / "dgxspark-vllm-*.tar.gz"))
+    assert len(tarballs) == 1
+    listing = subprocess.run(["tar", "-tzf", tarballs[0]], capture_output=True, text=True).stdout.split()
+    assert "roles/preflight/meta/argument_specs.yml" in listing
+    assert "lanes/sim_cpu_tp2.yml" in listing
+    assert not [p for p in listing if p.startswith((".venv", ".sim", "collections/", "tests/output"))], listing[:20]
+    dest = tmp_path / "installed"
+    _run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(dest), tarballs[0]])
+    doc = _run(["ansible-doc", "-t", "role", "dgxspark.vllm.preflight"], cwd=str(tmp_path),
+               env={"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": os.devnull})
+    assert "vllm_lane" in doc and "ENTRY POINT: lane" in doc, doc
