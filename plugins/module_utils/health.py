@@ -1,0 +1,658 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure logic of the vLLM health gate: log phases, failure classes, /metrics, smoke verdicts.
+
+Nothing here talks to the network or to docker; the module (plugins/modules/vllm_health.py) and
+the bench harness feed it text and JSON bodies, and the unit tests feed it real captures.
+
+Units: memory in GiB (1024**3 bytes) as vLLM prints it, KV pool in tokens, time in seconds.
+Sources are cited as operations-spec sections (A.6, E.3, F.2 ...) and field cases (F14 ...).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+# --------------------------------------------------------------------------------------------
+# Log lines
+# --------------------------------------------------------------------------------------------
+
+# Multi-node ranks prefix lines with "(Worker_TP<n> pid=...)"; single node "(EngineCore ...)" /
+# "(APIServer ...)"; some quoted lines carry no prefix (fixtures README, vllm-logs).
+_PREFIX_RE = re.compile(r"^\s*\((?P<proc>[A-Za-z_]+?)(?:_TP(?P<tp>\d+))?(?:_DP\d+)?(?:\s+pid=[^)]*)?\)\s*")
+_NUM = r"[0-9][0-9,]*"
+
+
+def _int(text):
+    """'820,013' -> 820013 (vLLM prints token counts with thousands separators, E.3)."""
+    return int(text.replace(",", ""))
+
+
+def split_log_lines(text):
+    """Lines of a container log; tqdm bars redraw with carriage returns, so split on those too."""
+    if not text:
+        return []
+    out = []
+    for raw in re.split(r"[\r\n]+", text):
+        line = raw.rstrip()
+        if line:
+            out.append(line)
+    return out
+
+
+def line_rank(line):
+    """Tensor-parallel rank named by a '(Worker_TP<n> ...)' prefix, else None."""
+    m = _PREFIX_RE.match(line)
+    if m and m.group("tp") is not None:
+        return int(m.group("tp"))
+    return None
+
+
+# Milestones in boot order. Each entry: (phase, regex). The phase of a rank is the phase of the
+# last milestone found in its log (A.6: print the phase while waiting).
+_SHARDS_RE = re.compile(r"Loading (?:safetensors|pt|[A-Za-z]+) checkpoint shards:\s+(?P<pct>\d+)% Completed \| "
+                        r"(?P<k>\d+)/(?P<n>\d+)")
+_MILESTONES = [
+    ("starting", re.compile(r"vLLM API server version|Initializing a V1 LLM engine|non-default args|"
+                            r"world_size=|Starting to load model")),
+    ("rendezvous", re.compile(r"(?:init_distributed_environment|distributed_init_method|"
+                              r"rank \d+ in world size|world_size=\d+ rank=\d+)")),
+    ("loading", re.compile(r"Loading (?:safetensors|pt|[A-Za-z]+) checkpoint shards|Loading model from|"
+                           r"Loading weights with")),
+    ("weights_loaded", re.compile(r"Loading weights took|Model loading took")),
+    ("profiling", re.compile(r"Memory profiling|torch\.compile takes|Compiling a graph|"
+                             r"Dynamo bytecode transform time|profiling run")),
+    ("kv_cache", re.compile(r"Available KV cache memory|GPU KV cache size|CPU KV cache size|"
+                            r"KV cache size:|# (?:GPU|CPU) blocks")),
+    ("graph_capture", re.compile(r"Capturing CUDA graph|Graph capturing|Capturing (?:cudagraphs|graphs)")),
+    ("engine_ready", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
+    ("api_starting", re.compile(r"Starting vLLM API server|Available routes are|Started server process")),
+    ("api_up", re.compile(r"Application startup complete")),
+]
+PHASE_ORDER = [p for p, _r in _MILESTONES]
+
+PHASE_TEXT = {
+    "none": "no log yet",
+    "starting": "starting (arguments parsed)",
+    "rendezvous": "joining the tensor-parallel group",
+    "loading": "loading weights",
+    "weights_loaded": "weights loaded, profiling",
+    "profiling": "profiling / compiling",
+    "kv_cache": "KV cache allocated, warming up",
+    "graph_capture": "capturing graphs",
+    "engine_ready": "engine initialised, starting the API",
+    "api_starting": "API server starting",
+    "api_up": "API up",
+}
+
+
+def parse_phase(text):
+    """Boot phase of one rank from its log: the last milestone seen, plus shard progress.
+
+    Returns {phase, text, shards_loaded, shards_total, line}. 'shards' are read from the
+    'Loading safetensors checkpoint shards: P% Completed | k/N' progress bar (A.6, I.4).
+    """
+    phase, last_line, best = "none", None, -1
+    shards = None
+    for line in split_log_lines(text):
+        m = _SHARDS_RE.search(line)
+        if m:
+            shards = (int(m.group("k")), int(m.group("n")))
+        for idx, (name, rx) in enumerate(_MILESTONES):
+            # a later line wins only if it is not an earlier phase (ranks interleave their lines)
+            if idx >= best and rx.search(line):
+                phase, best, last_line = name, idx, line
+    desc = PHASE_TEXT[phase]
+    if phase == "loading" and shards:
+        desc = "loading shards %d/%d" % shards
+    return {
+        "phase": phase,
+        "text": desc,
+        "shards_loaded": shards[0] if shards else None,
+        "shards_total": shards[1] if shards else None,
+        "line": last_line,
+    }
+
+
+# Failure signatures: (signature id, reason class, regex, hint, source). Classes are the five
+# the readiness gate reports (A.6): out_of_memory, collective_init, missing_file,
+# free_memory_check, other. Every regex was written against a captured line in
+# tests/fixtures/health/vllm-logs/errors or the kernel-logs.
+REASON_CLASSES = ("out_of_memory", "collective_init", "missing_file", "free_memory_check", "other")
+
+_SIGNATURES = [
+    ("free_memory_refused", "free_memory_check",
+     re.compile(r"Free memory on device \S+ \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than "
+                r"desired GPU memory utilization \((?P<util>[\d.]+), (?P<desired>[\d.]+) GiB\)"),
+     "lower serve.gpu_memory_utilization to floor(free/total, 2) of the tightest node, drop caches before "
+     "each rank start, do not raise vm.min_free_kbytes", "F17, G#8"),
+    ("kv_cache_too_small", "free_memory_check",
+     re.compile(r"To serve at least one request with the model's max seq len \((?P<max_seq_len>\d+)\), "
+                r"(?P<needed>[\d.]+) GiB KV cache is needed.*available (?P<available>[\d.]+) GiB"),
+     "raise the KV pin or lower serve.max_model_len (E.1 formula)", "F12, G#30"),
+    ("nvrm_no_memory", "out_of_memory", re.compile(r"NV_ERR_NO_MEMORY"),
+     "drop page cache before launch, run the flusher during boot, keep mnbt 8192 with a pinned KV", "G#7, I.6"),
+    ("cuda_oom", "out_of_memory",
+     re.compile(r"CUDA out of memory|OutOfMemoryError|torch\.OutOfMemoryError|Cannot allocate memory|"
+                r"std::bad_alloc|MemoryError\b"),
+     "lower gpu_memory_utilization / the KV pin or free memory on the node", "G#7"),
+    ("setstorage_out_of_bounds", "out_of_memory",
+     re.compile(r"requiring a storage size of (?P<required>\d+) are out of bounds for storage of size "
+                r"(?P<available>\d+)"),
+     "drafter tensor view larger than its storage: check the drafter padding (D.3)", "I.4"),
+    ("gloo_no_address", "collective_init",
+     re.compile(r"Unable to find address for: (?P<ifname>\S+)"),
+     "GLOO_SOCKET_IFNAME names an interface with no IPv4 on this node; derive it per host (rdma_fabric)", "F06"),
+    ("gloo_fullmesh", "collective_init",
+     re.compile(r"Gloo connectFullMesh failed.*remote=\[(?P<remote>[^\]]+)\]"),
+     "a rank advertised loopback or a firewall drops the rendezvous: set VLLM_HOST_IP/GLOO_SOCKET_IFNAME, "
+     "open the master port", "F26"),
+    ("ibv_modify_qp", "collective_init",
+     re.compile(r"ibv_modify_qp failed with (?P<errno>\d+).*on dev (?P<dev>[\w]+):(?P<port>\d+)"),
+     "NCCL paired HCAs that share no cable/subnet: check the fabric topology and NCCL_IB_HCA", "F07"),
+    ("nccl_error", "collective_init",
+     re.compile(r"NCCL error|ncclCommInitRank|ncclSystemError|ncclInternalError|NCCL WARN"),
+     "check NCCL_IB_HCA / NCCL_IB_GID_INDEX per node (rdma_fabric facts) and that every HCA is Up", "F03, G#3-4"),
+    ("rendezvous", "collective_init",
+     re.compile(r"DistNetworkError|TCPStore|The client socket has timed out|"
+                r"Connection refused.*(?:master|store)|torch\.distributed\.DistStoreError|"
+                r"Timed out (?:waiting|after).*(?:rank|peers|store)"),
+     "the rank could not reach the master address/port: tear down every rank and relaunch workers first", "A.4, G#25"),
+    ("loopback_fallback", "collective_init",
+     re.compile(r"Using the loopback address as fallback"),
+     "the host name resolves to loopback; set GLOO_SOCKET_IFNAME and VLLM_HOST_IP explicitly", "F26"),
+    ("file_not_found", "missing_file",
+     re.compile(r"FileNotFoundError|No such file or directory|does not appear to have a file named|"
+                r"(?:Cannot|Can't) find (?:the )?(?:model|config|file)|OSError: .*(?:not found|does not exist)|"
+                r"is not a local folder and is not a valid model identifier"),
+     "a weight, template or fix file is missing in the container: check the mounts and model_weights manifest",
+     "F23, F25, G#16"),
+    ("no_chat_template", "missing_file",
+     re.compile(r"default chat template is no longer allowed"),
+     "ship chat_template.jinja with the weights and pass --chat-template", "F13"),
+    ("topk_wall", "other",
+     re.compile(r"persistent_topk would oversubscribe"),
+     "the sparse_attn_indexer_kpool.py fix file is not mounted on every rank (kernel_fix)", "F25"),
+    ("drafter_heads", "other",
+     re.compile(r"total_num_heads % tp_size == 0"),
+     "the drafter's heads do not divide by the TP size: pad it (drafter_pad) to 48/12 at TP3", "F12"),
+    ("engine_dead", "other", re.compile(r"EngineDeadError|Engine core initialization failed|"
+                                        r"WorkerProc initialization failed|RuntimeError:|ValueError:|"
+                                        r"AssertionError|Traceback \(most recent call last\)"),
+     "read the rank's log above the first traceback", "A.6"),
+]
+
+
+def classify_failure(text, oom_killed=False, exit_code=None):
+    """Reason class for a rank that stopped: the first signature, in log order, that matches.
+
+    The root cause comes first; the cascade (EngineDeadError, tracebacks on the other ranks)
+    follows, so the earliest specific line wins over the generic ones. Docker's OOMKilled flag or
+    exit code 137 without a log signature means the kernel OOM killer (out_of_memory).
+    Returns {reason_class, signature, line, hint, source, extract}.
+    """
+    lines = split_log_lines(text)
+    found = None
+    for pos, line in enumerate(lines):
+        for prio, (sig, cls, rx, hint, src) in enumerate(_SIGNATURES):
+            m = rx.search(line)
+            if not m:
+                continue
+            generic = sig in ("engine_dead", "loopback_fallback")
+            key = (1 if generic else 0, pos, prio)
+            if found is None or key < found[0]:
+                found = (key, sig, cls, line, hint, src, m.groupdict())
+            break
+    if oom_killed and (found is None or found[2] != "out_of_memory"):
+        return {"reason_class": "out_of_memory", "signature": "oom_killed",
+                "line": found[3] if found else None,
+                "hint": "the kernel OOM killer stopped the container (docker OOMKilled=true): lower memory use "
+                        "or raise the container's --memory",
+                "source": "G#6-7", "extract": {}}
+    if found is None:
+        hint = "no known failure line in the log; read the last lines"
+        if exit_code == 0:
+            hint = ("exited 0: a headless worker exits 0 when its head dies; tear down every rank "
+                    "and relaunch (A.5)")
+        elif exit_code == 137:
+            return {"reason_class": "out_of_memory", "signature": "sigkill_137", "line": None,
+                    "hint": "killed with SIGKILL (exit 137): the OOM killer or a docker kill/rm",
+                    "source": "G#6", "extract": {}}
+        return {"reason_class": "other", "signature": "unknown", "line": None, "hint": hint,
+                "source": "A.6", "extract": {}}
+    _key, sig, cls, line, hint, src, extract = found
+    return {"reason_class": cls, "signature": sig, "line": line, "hint": hint, "source": src,
+            "extract": dict((k, v) for k, v in extract.items() if v is not None)}
+
+
+# KV and boot figures (E.3, F16, F20, I.4)
+_KV_PATTERNS = {
+    "available_kv_cache_gib": (re.compile(r"Available KV cache memory: (?P<v>[\d.]+) GiB"), float),
+    "kv_cache_tokens": (re.compile(r"(?:GPU|CPU) KV cache size: (?P<v>" + _NUM + r") tokens"), _int),
+    "loading_weights_s": (re.compile(r"Loading weights took (?P<v>[\d.]+) seconds"), float),
+    "init_engine_s": (re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<v>[\d.]+) s"),
+                      float),
+    "nccl_version": (re.compile(r"vLLM is using nccl==(?P<v>[\d.]+)"), str),
+}
+_CONC_RE = re.compile(r"Maximum concurrency for (?P<len>" + _NUM + r") tokens per request: (?P<x>[\d.]+)x")
+_LOAD_RE = re.compile(r"Model loading took (?P<gib>[\d.]+) GiB(?: memory)? and (?P<s>[\d.]+) seconds")
+_SUGGEST_RE = re.compile(r"--kv-cache-memory=(?P<fit>\d+)`? \((?P<fit_gib>[\d.]+) GiB\) to fit into requested memory"
+                         r"(?:.*--kv-cache-memory=(?P<full>\d+)`? \((?P<full_gib>[\d.]+) GiB\) to fully utilize)?")
+_FREE_RE = re.compile(r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. "
+                      r"Desired GPU memory utilization is \((?P<util>[\d.]+), (?P<desired>[\d.]+) GiB\)")
+_GRAPH_RE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>[\d.]+) GiB")
+_AUX_RE = re.compile(r"auxiliary layers from [^:]*: \((?P<t>[\d,\s]+)\)")
+_COMPILE_RE = re.compile(r"\(compilation: (?P<s>[\d.]+) s\)")
+
+
+def parse_boot_log(text):
+    """Figures of one rank's boot log (E.3, I.4); absent lines give None.
+
+    Keys: available_kv_cache_gib (GiB), kv_cache_tokens (tokens), max_concurrency {max_model_len,
+    factor}, model_loading {gib, seconds}, loading_weights_s, init_engine_s, compilation_s,
+    free_memory_on_startup {free_gib, total_gib, utilization, desired_gib},
+    kv_cache_memory_suggestion {fit_bytes, fit_gib, full_bytes, full_gib} (F20),
+    graph_capture {seconds, gib}, aux_layers (list, matched on the tuple), nccl_version,
+    startup_complete (bool), tp_ranks_seen (ranks named by Worker_TP prefixes).
+    """
+    out = dict((k, None) for k in _KV_PATTERNS)
+    out.update({"max_concurrency": None, "model_loading": None, "compilation_s": None,
+                "free_memory_on_startup": None, "kv_cache_memory_suggestion": None,
+                "graph_capture": None, "aux_layers": None, "startup_complete": False,
+                "kv_by_rank": {}})
+    ranks = set()
+    for line in split_log_lines(text):
+        rank = line_rank(line)
+        if rank is not None:
+            ranks.add(rank)
+        for key, (rx, conv) in _KV_PATTERNS.items():
+            m = rx.search(line)
+            if m:
+                out[key] = conv(m.group("v"))
+                if key == "available_kv_cache_gib" and rank is not None:
+                    out["kv_by_rank"][rank] = conv(m.group("v"))
+        m = _CONC_RE.search(line)
+        if m:
+            out["max_concurrency"] = {"max_model_len": _int(m.group("len")), "factor": float(m.group("x"))}
+        m = _LOAD_RE.search(line)
+        if m:
+            out["model_loading"] = {"gib": float(m.group("gib")), "seconds": float(m.group("s"))}
+        m = _COMPILE_RE.search(line)
+        if m and "init engine" in line:
+            out["compilation_s"] = float(m.group("s"))
+        m = _SUGGEST_RE.search(line)
+        if m:
+            out["kv_cache_memory_suggestion"] = {
+                "fit_bytes": int(m.group("fit")), "fit_gib": float(m.group("fit_gib")),
+                "full_bytes": int(m.group("full")) if m.group("full") else None,
+                "full_gib": float(m.group("full_gib")) if m.group("full_gib") else None}
+        m = _FREE_RE.search(line)
+        if m:
+            out["free_memory_on_startup"] = {
+                "free_gib": float(m.group("free")), "total_gib": float(m.group("total")),
+                "utilization": float(m.group("util")), "desired_gib": float(m.group("desired"))}
+        m = _GRAPH_RE.search(line)
+        if m:
+            out["graph_capture"] = {"seconds": int(m.group("s")), "gib": float(m.group("gib"))}
+        m = _AUX_RE.search(line)
+        if m:
+            out["aux_layers"] = [int(x) for x in m.group("t").replace(" ", "").split(",") if x]
+        if "Application startup complete" in line:
+            out["startup_complete"] = True
+    out["tp_ranks_seen"] = sorted(ranks)
+    return out
+
+
+def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
+    """KV pool across ranks (E.3 minimum-across-ranks trap, F16; pin check F20).
+
+    ranks: list of {rank, host, available_kv_cache_gib, kv_cache_tokens, max_concurrency,
+    kv_cache_memory_suggestion} (parse_boot_log output plus rank/host). A rank whose log carries
+    per-rank prefixes for several ranks (single container view) is expanded from kv_by_rank.
+    Returns {per_rank, effective_kv_gib, limiting_rank, limiting_host, spread_gib, warnings,
+    pool_tokens, max_concurrency, pool_source}. pool_tokens is the head's "GPU KV cache size"
+    line, which already reflects the minimum; it is never recomputed from GiB (F16).
+    """
+    per_rank = []
+    for r in ranks:
+        by_rank = r.get("kv_by_rank") or {}
+        if len(by_rank) > 1:
+            for rk, gib in sorted(by_rank.items()):
+                per_rank.append({"rank": int(rk), "host": r.get("host"), "available_kv_cache_gib": gib})
+        else:
+            per_rank.append({"rank": r.get("rank"), "host": r.get("host"),
+                             "available_kv_cache_gib": r.get("available_kv_cache_gib")})
+    warnings = []
+    known = [p for p in per_rank if p["available_kv_cache_gib"] is not None]
+    missing = [p for p in per_rank if p["available_kv_cache_gib"] is None]
+    for p in missing:
+        warnings.append("rank %s (%s): no 'Available KV cache memory' line in its log; the minimum across ranks "
+                        "cannot be confirmed (E.3)" % (p["rank"], p["host"]))
+    eff = lim = spread = None
+    if known:
+        lim = min(known, key=lambda p: (p["available_kv_cache_gib"], p["rank"] if p["rank"] is not None else 0))
+        eff = lim["available_kv_cache_gib"]
+        spread = round(max(p["available_kv_cache_gib"] for p in known) - eff, 2)
+        if spread > spread_warn_gib:
+            warnings.append("KV headroom spread %.2f GiB across ranks exceeds %.2f GiB: rank %s (%s) limits the pool "
+                            "at %.2f GiB (F16)" % (spread, spread_warn_gib, lim["rank"], lim["host"], eff))
+    head = None
+    for r in ranks:
+        if r.get("rank") == 0:
+            head = r
+    pool = conc = None
+    src = None
+    for r in ([head] if head else []) + [x for x in ranks if x is not head]:
+        if r and r.get("kv_cache_tokens") is not None:
+            pool, conc, src = r["kv_cache_tokens"], r.get("max_concurrency"), "rank %s log" % r.get("rank")
+            break
+    suggestion = None
+    for r in ([head] if head else []) + list(ranks):
+        if r and r.get("kv_cache_memory_suggestion"):
+            suggestion = r["kv_cache_memory_suggestion"]
+            break
+    if pin_bytes and suggestion and int(pin_bytes) > suggestion["fit_bytes"]:
+        warnings.append("pinned --kv-cache-memory %d B (%.2f GiB) exceeds vLLM's 'fit into requested memory' value "
+                        "%d B (%.1f GiB): the activation reserve is gone, long prompts will kill the engine (F20)"
+                        % (int(pin_bytes), int(pin_bytes) / 1024.0 ** 3, suggestion["fit_bytes"],
+                           suggestion["fit_gib"]))
+    return {"per_rank": per_rank, "effective_kv_gib": eff,
+            "limiting_rank": lim["rank"] if lim else None, "limiting_host": lim["host"] if lim else None,
+            "spread_gib": spread, "pool_tokens": pool, "max_concurrency": conc, "pool_source": src,
+            "suggested_pin": suggestion, "pin_bytes": int(pin_bytes) if pin_bytes else None,
+            "warnings": warnings}
+
+
+# --------------------------------------------------------------------------------------------
+# /metrics (Prometheus text, F.5)
+# --------------------------------------------------------------------------------------------
+
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
+                        r"(?:\s+\d+)?\s*$")
+_LABEL_RE = re.compile(r'(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Prometheus exposition text -> list of {name, labels, value}.
+
+    Comments, blank lines and anything that is not a sample line (e.g. the indented summary lines
+    a lane script appends, I.5) are skipped; '_created' samples are timestamps, not counter
+    values, and are dropped (S08).
+    """
+    samples = []
+    for raw in (text or "").splitlines():
+        if not raw or raw[0] in "# \t":
+            continue
+        m = _SAMPLE_RE.match(raw.strip())
+        if not m:
+            continue
+        name = m.group("name")
+        if name.endswith("_created"):
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        labels = dict((lm.group("k"), lm.group("v")) for lm in _LABEL_RE.finditer(m.group("labels") or ""))
+        samples.append({"name": name, "labels": labels, "value": value})
+    return samples
+
+
+def metric_sum(samples, name, **match):
+    """Sum of a metric's samples whose labels include `match`; None when the metric is absent."""
+    total, seen = 0.0, False
+    for s in samples:
+        if s["name"] != name:
+            continue
+        if any(s["labels"].get(k) != v for k, v in match.items()):
+            continue
+        total += s["value"]
+        seen = True
+    return total if seen else None
+
+
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+
+def spec_decode_counters(samples):
+    """Speculative-decoding counters (F.5) from parsed samples: drafts, draft_tokens, accepted,
+    per_position {pos: accepted}. None values when the server runs without a drafter."""
+    per_pos = {}
+    for s in samples:
+        if s["name"] == SPEC_PER_POS and "position" in s["labels"]:
+            pos = int(s["labels"]["position"])
+            per_pos[pos] = per_pos.get(pos, 0.0) + s["value"]
+    return {"drafts": metric_sum(samples, SPEC_DRAFTS),
+            "draft_tokens": metric_sum(samples, SPEC_DRAFT_TOKENS),
+            "accepted": metric_sum(samples, SPEC_ACCEPTED),
+            "per_position": per_pos}
+
+
+def _ratio(a, b, nd):
+    if a is None or not b:
+        return None
+    return round(a / b, nd)
+
+
+def spec_decode_stats(after, before=None, ndigits=4):
+    """Acceptance figures from two scrapes (deltas) or one (cumulative since start), F.5.
+
+    acceptance_rate = accepted / draft_tokens; accepted_per_draft = accepted / drafts;
+    mean_acceptance_length = 1 + accepted_per_draft (tokens per step);
+    per_position_rate[p] = accepted_at_p / drafts; draft_tokens_per_draft = draft_tokens / drafts.
+    `after`/`before` are counter dicts from spec_decode_counters().
+    """
+    def delta(key):
+        a = after.get(key)
+        if a is None:
+            return None
+        b = (before or {}).get(key) or 0.0
+        return a - b
+
+    drafts, draft_tokens, accepted = delta("drafts"), delta("draft_tokens"), delta("accepted")
+    b_pos = (before or {}).get("per_position") or {}
+    per_pos = dict((int(p), v - b_pos.get(p, 0.0)) for p, v in sorted((after.get("per_position") or {}).items()))
+    apd = _ratio(accepted, drafts, 6)
+    pos_sum = sum(per_pos.values()) if per_pos else None
+    warnings = []
+    rate = _ratio(accepted, draft_tokens, ndigits)
+    if rate is not None and rate >= 0.999 and drafts:
+        warnings.append("acceptance is exactly 1.00: the CUDA-graph + spec-decode bug (vLLM #53030, G#28)")
+    elif rate is not None and rate <= 0.16 and drafts:
+        warnings.append("acceptance %.3f near 0.15: the drafter's aux-layer capture may be broken (G#27); "
+                        "check on a fixed code prompt" % rate)
+    return {
+        "present": drafts is not None,
+        "drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted,
+        "acceptance_rate": rate,
+        "accepted_per_draft": round(apd, ndigits) if apd is not None else None,
+        "mean_acceptance_length": round(1 + apd, 2) if apd is not None else None,
+        "draft_tokens_per_draft": _ratio(draft_tokens, drafts, 2),
+        "num_positions": len(per_pos),
+        "per_position_accepted": [per_pos[p] for p in sorted(per_pos)],
+        "per_position_rate": [round(per_pos[p] / drafts, 3) if drafts else None for p in sorted(per_pos)],
+        "per_position_sum": pos_sum,
+        "per_position_sum_matches": (pos_sum == accepted) if (per_pos and accepted is not None
+                                                              and len(per_pos) > 1) else None,
+        "warnings": warnings,
+    }
+
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+GEN_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+
+
+def serving_counters(samples):
+    """The gauges and counters the wedge check reads (F.5, A.6)."""
+    return {"running": metric_sum(samples, RUNNING), "waiting": metric_sum(samples, WAITING),
+            "generation_tokens": metric_sum(samples, GEN_TOKENS),
+            "prompt_tokens": metric_sum(samples, PROMPT_TOKENS),
+            "kv_cache_usage": metric_sum(samples, "vllm:kv_cache_usage_perc")}
+
+
+def wedge_verdict(first, second, interval_s):
+    """Stalled when requests are running or waiting and no token was generated between scrapes.
+
+    `first`/`second` are serving_counters() of two scrapes `interval_s` apart. /health answers 200
+    while a collective is wedged (A.6), so this is the check that catches it.
+    """
+    busy = max(second.get("running") or 0, 0) + max(second.get("waiting") or 0, 0)
+    g1, g2 = first.get("generation_tokens"), second.get("generation_tokens")
+    if g1 is None or g2 is None:
+        return {"stalled": None, "busy": busy, "generated": None, "interval_s": interval_s,
+                "msg": "vllm:generation_tokens_total missing from /metrics; wedge check not possible"}
+    generated = g2 - g1
+    stalled = busy > 0 and generated <= 0
+    if stalled:
+        msg = ("stalled: %d running, %d waiting, generation tokens unchanged at %d over %s s "
+               "(a rank is wedged in a collective: tear down every rank, A.5)"
+               % (second.get("running") or 0, second.get("waiting") or 0, g2, interval_s))
+    else:
+        msg = "%d tokens generated in %s s with %d requests in flight" % (generated, interval_s, busy)
+    return {"stalled": stalled, "busy": busy, "generated": generated, "interval_s": interval_s, "msg": msg}
+
+
+# --------------------------------------------------------------------------------------------
+# Smoke verdicts (F.2, F.3, F14, F21)
+# --------------------------------------------------------------------------------------------
+
+THINK_CLOSE = "</think>"
+
+
+def chat_message(body):
+    """First choice's message fields: content, reasoning (either field), finish_reason, tool_calls."""
+    choices = (body or {}).get("choices") or []
+    if not choices:
+        return {"content": None, "reasoning": None, "reasoning_field": None, "finish_reason": None,
+                "tool_calls": []}
+    ch = choices[0] or {}
+    msg = ch.get("message") or {}
+    reasoning, field = None, None
+    # This build returns `reasoning`; others `reasoning_content` (F.3, F14): read both.
+    for key in ("reasoning", "reasoning_content"):
+        if msg.get(key):
+            reasoning, field = msg[key], key
+            break
+    return {"content": msg.get("content"), "reasoning": reasoning, "reasoning_field": field,
+            "finish_reason": ch.get("finish_reason"), "tool_calls": msg.get("tool_calls") or []}
+
+
+def evaluate_chat(body, reasoning_parser=None):
+    """Verdict on one chat completion (F14).
+
+    Returns {ok, action, issue, msg, content_chars, reasoning_chars, reasoning_field, finish_reason}.
+    action: 'pass' | 'retry' (length cut with reasoning present: not a dead model) | 'fail'.
+    """
+    m = chat_message(body)
+    content = m["content"] or ""
+    reasoning = m["reasoning"] or ""
+    res = {"content_chars": len(content), "reasoning_chars": len(reasoning),
+           "reasoning_field": m["reasoning_field"], "finish_reason": m["finish_reason"],
+           "content_excerpt": content[:120]}
+    if THINK_CLOSE in content:
+        res.update(ok=False, action="fail", issue="think_tag_in_content",
+                   msg="'%s' inside content: the reasoning parser%s does not split reasoning from content; "
+                       "with a template that prefills <think> use glm47, not glm45 (F14)"
+                       % (THINK_CLOSE, " (%s)" % reasoning_parser if reasoning_parser else ""))
+        return res
+    if content.strip():
+        res.update(ok=True, action="pass", issue=None, msg="content %d chars, finish_reason %s"
+                   % (len(content), m["finish_reason"]))
+        return res
+    if m["finish_reason"] == "length" and reasoning:
+        res.update(ok=False, action="retry", issue="reasoning_used_all_tokens",
+                   msg="empty content, finish_reason length, %d chars of reasoning (%s): the reasoning ate "
+                       "max_tokens; retry with more tokens and reasoning_effort low (F14)"
+                       % (len(reasoning), m["reasoning_field"]))
+        return res
+    if not (body or {}).get("choices"):
+        res.update(ok=False, action="fail", issue="no_choices", msg="response has no choices: %s"
+                   % json.dumps(body)[:200])
+        return res
+    res.update(ok=False, action="fail", issue="empty_content",
+               msg="empty content (finish_reason %s, no reasoning): the model produced nothing" % m["finish_reason"])
+    return res
+
+
+def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser=None):
+    """Verdict on a tool-call smoke (F21, F.2).
+
+    Passes when tool_calls[0].function.name == expected_name and its arguments parse as a JSON
+    object; with expected_args=={} the object must be empty, otherwise it must hold every key of
+    expected_args. Else a tool-call parser failure naming the lane's parser.
+    """
+    m = chat_message(body)
+    parser = tool_call_parser or "(none set)"
+    calls = m["tool_calls"]
+    res = {"finish_reason": m["finish_reason"], "tool": expected_name, "arguments": None}
+    if not calls:
+        res.update(ok=False, issue="no_tool_call",
+                   msg="no tool call for '%s' (finish_reason %s): tool-call parser %s failed or auto tool choice is "
+                       "off; look for 'Failed to extract tool call spec' in the head's log (F21)"
+                       % (expected_name, m["finish_reason"], parser))
+        return res
+    fn = (calls[0] or {}).get("function") or {}
+    name = fn.get("name")
+    raw = fn.get("arguments")
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        args = None
+    res["arguments"] = args
+    if name != expected_name:
+        res.update(ok=False, issue="wrong_tool",
+                   msg="tool call names '%s', expected '%s' (tool-call parser %s, F21)" % (name, expected_name, parser))
+        return res
+    if not isinstance(args, dict):
+        res.update(ok=False, issue="arguments_not_json",
+                   msg="arguments of '%s' do not parse as a JSON object: %r (tool-call parser %s, F21)"
+                       % (name, raw, parser))
+        return res
+    if expected_args is not None and expected_args == {} and args != {}:
+        res.update(ok=False, issue="unexpected_arguments",
+                   msg="zero-argument tool '%s' returned arguments %s (tool-call parser %s, F21)"
+                       % (name, json.dumps(args), parser))
+        return res
+    missing = [k for k in (expected_args or {}) if k not in args]
+    if missing:
+        res.update(ok=False, issue="missing_arguments",
+                   msg="tool '%s' lacks argument(s) %s: got %s (tool-call parser %s, F21)"
+                       % (name, ", ".join(missing), json.dumps(args), parser))
+        return res
+    res.update(ok=True, issue=None, msg="tool call %s(%s)" % (name, json.dumps(args, sort_keys=True)))
+    return res
+
+
+def evaluate_canary(body):
+    """The 1-token /v1/completions canary (A.7): 200 with one choice carrying a text field."""
+    choices = (body or {}).get("choices") or []
+    if choices and isinstance(choices[0], dict) and "text" in choices[0]:
+        usage = (body or {}).get("usage") or {}
+        return {"ok": True, "msg": "canary answered %r (%s completion tokens)"
+                % (choices[0]["text"], usage.get("completion_tokens"))}
+    return {"ok": False, "msg": "canary returned no choice: %s" % json.dumps(body)[:200]}
+
+
+def default_kwargs_warnings(default_chat_template_kwargs, reasoning_parser):
+    """F14: enable_thinking false as a server default does not stop GLM thinking with the stock template."""
+    kw = default_chat_template_kwargs or {}
+    out = []
+    if kw.get("enable_thinking") is False:
+        out.append("default chat-template kwargs set enable_thinking false (reasoning parser %s): with a template "
+                   "that prefills <think> this does not stop thinking, it only merges reasoning into content "
+                   "(F14, F.3)" % (reasoning_parser or "none"))
+    return out
+
+
+def count_replacement_chars(text):
+    """U+FFFD count of a corruption probe (F.4, T2 Hangul probe; 0 expected)."""
+    return (text or "").count(u"\ufffd")
