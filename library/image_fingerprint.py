@@ -1,0 +1,1 @@
+../plugins/modules/image_fingerprint.py

@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side checks for image_sync and kernel_fix (logic in module_utils/image.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
+    ImageError,
+    check_fix_against_image,
+    check_fix_applies,
+    check_fix_mounts,
+    check_fix_source,
+    compare_fingerprints,
+    hosts_needing_image,
+)
+
+
+def _mapping(value, what):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError("%s: expected a mapping host -> result, got %s" % (what, type(value).__name__))
+    return value
+
+
+def image_fingerprint_compare(per_host, reference_host, expected=None):
+    try:
+        return compare_fingerprints(_mapping(per_host, "image_fingerprint_compare"), reference_host, expected)
+    except ImageError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def image_hosts_needing(per_host, reference_host):
+    return hosts_needing_image(_mapping(per_host, "image_hosts_needing"), reference_host)
+
+
+def kernel_fix_source_errors(item, actual_sha256, content, lane_name="?", image_ref=None):
+    errors = check_fix_source(item, actual_sha256 or None, content, lane_name)
+    if image_ref:
+        errors += check_fix_applies(item, image_ref)
+    return errors
+
+
+def kernel_fix_image_errors(item, in_image_sha256, image_ref, host="?"):
+    errors, _state = check_fix_against_image(item, in_image_sha256 or None, image_ref)
+    return ["%s: %s" % (host, e) for e in errors]
+
+
+def kernel_fix_mount_errors(mounts, expected, host="?"):
+    return check_fix_mounts(mounts, expected, host)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "image_fingerprint_compare": image_fingerprint_compare,
+            "image_hosts_needing": image_hosts_needing,
+            "kernel_fix_source_errors": kernel_fix_source_errors,
+            "kernel_fix_image_errors": kernel_fix_image_errors,
+            "kernel_fix_mount_errors": kernel_fix_mount_errors,
+        }

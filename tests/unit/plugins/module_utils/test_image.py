@@ -1,0 +1,255 @@
+import hashlib
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
+from tests.unit.conftest import read_fixture
+
+
+# ------------------------------------------------------------------ captures
+
+def test_inspect_excerpt_registry_digest():
+    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    assert info["id"] == "sha256:540609b0db04df4859a52809225568daef6f1ad4ecb031bd6f4854961fc965aa"
+    assert info["repo_tags"] == ["ghcr.io/lowlighter/metrics:v3.34"]
+    assert im.registry_digest(info["repo_digests"], "ghcr.io/lowlighter/metrics:v3.34") == \
+        "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
+
+
+def test_registry_digest_other_repository_does_not_count():
+    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    # Same image, asked under another repository (e.g. a retag): no digest for that name.
+    assert im.registry_digest(info["repo_digests"], "radixark/metrics:v3.34") is None
+    assert im.registry_digest([], "ghcr.io/lowlighter/metrics:v3.34") is None
+
+
+def test_inspect_full_json_list_and_env():
+    text = ('[{"Id": "sha256:%s", "RepoTags": ["a:1"], "RepoDigests": null, '
+            '"Config": {"Env": ["PATH=/bin", "NCCL_IB_DISABLE=1", "NCCLX=2"]}}]' % ("1" * 64))
+    info = im.parse_image_inspect(text)
+    assert info["repo_digests"] == []
+    assert im.nccl_env(info["env"]) == {"NCCL_IB_DISABLE": "1"}
+
+
+def test_inspect_empty_list_is_an_error():
+    with pytest.raises(im.ImageError, match="image absent"):
+        im.parse_image_inspect("[]")
+
+
+def test_storage_driver_from_docker_info_capture():
+    assert im.parse_storage_driver(read_fixture("docker", "docker-info-storage-driver-overlay2.txt")) == "overlay2"
+
+
+@pytest.mark.parametrize("text,driver", [
+    ('{"Driver": "vfs", "Images": 3}', "vfs"),
+    ("overlay2\n", "overlay2"),
+    ("Client:\n Version: 20.10\nServer:\n Storage Driver: fuse-overlayfs\n  Backing: x\n", "fuse-overlayfs"),
+])
+def test_storage_driver_shapes(text, driver):
+    assert im.parse_storage_driver(text) == driver
+
+
+def test_storage_driver_missing_line():
+    with pytest.raises(im.ImageError, match="no 'Storage Driver:' line"):
+        im.parse_storage_driver("Client:\n Version: 20.10\n Context: default\n")
+
+
+def _pins():
+    return yaml.safe_load(read_fixture("docker", "image-digest-pins.yaml"))["pins"]
+
+
+@pytest.mark.parametrize("pin", _pins(), ids=lambda p: p["ref"][:40])
+def test_reference_parse_matches_capture(pin):
+    parsed = im.parse_reference(pin["ref"])
+    for key, value in pin["expected_parse"].items():
+        assert parsed[key] == value, key
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ("dgxspark-sim/vllm-cpu:0.32.0", {"registry": None, "repository": "dgxspark-sim/vllm-cpu", "tag": "0.32.0"}),
+    ("localhost:5000/vllm:1", {"registry": "localhost:5000", "repository": "vllm", "tag": "1"}),
+    ("198.18.11.10:5000/dgxspark-sim/vllm-cpu:0.32.0",
+     {"registry": "198.18.11.10:5000", "repository": "dgxspark-sim/vllm-cpu", "tag": "0.32.0"}),
+])
+def test_reference_parse_local_and_registry(ref, expected):
+    parsed = im.parse_reference(ref)
+    assert dict((k, parsed[k]) for k in expected) == expected
+
+
+@pytest.mark.parametrize("ref,match", [
+    ("", "empty or contains spaces"),
+    ("a b:1", "empty or contains spaces"),
+    ("vllm/vllm-openai@sha256:abc", "is not 'sha256:' \\+ 64 hex"),
+])
+def test_reference_parse_errors(ref, match):
+    with pytest.raises(im.ImageError, match=match):
+        im.parse_reference(ref)
+
+
+def test_nccl_conf_f07():
+    assert im.parse_nccl_conf(read_fixture("docker", "f07-image-etc-nccl-conf.txt")) == {
+        "NCCL_IB_USE_INLINE": "1", "NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS": "1"}
+
+
+# ------------------------------------------------------------------ probe script + fingerprint
+
+def _run_probe(paths, pkgs=""):
+    env = dict(os.environ, FP_PKGS=pkgs)
+    return subprocess.run(["sh", "-c", im.PROBE_SCRIPT, "sh"] + paths, env=env, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def test_probe_script_hashes_files_and_reports_missing(tmp_path):
+    a = tmp_path / "cuda.py"
+    a.write_bytes(b"def f():\n    return 1\n")
+    (tmp_path / "dir").mkdir()
+    out = _run_probe([str(a), str(tmp_path / "absent.py"), str(tmp_path / "dir"), str(tmp_path / "c*.py")],
+                     pkgs="pytest surely-not-installed-pkg")
+    probe = im.parse_probe(out)
+    digest = hashlib.sha256(a.read_bytes()).hexdigest()
+    assert probe["files"] == {str(a): digest, str(tmp_path / "absent.py"): None, str(tmp_path / "dir"): None}
+    assert probe["problems"] == ["%s is not a regular file inside the image" % (tmp_path / "dir")]
+    assert probe["packages"]["pytest"] == pytest.__version__
+    assert probe["packages"]["surely-not-installed-pkg"] is None
+
+
+def test_fingerprint_is_order_independent_and_sensitive():
+    files = {"/a": "1" * 64, "/b": None}
+    pkgs = {"vllm": "0.32.0", "torch": "2.13.0"}
+    fp = im.compute_fingerprint(files, pkgs)
+    expected_text = "file /a %s\nfile /b missing\npkg torch 2.13.0\npkg vllm 0.32.0\n" % ("1" * 64)
+    assert fp == hashlib.sha256(expected_text.encode()).hexdigest()
+    assert im.compute_fingerprint(dict(reversed(list(files.items()))), pkgs) == fp
+    assert im.compute_fingerprint(files, dict(pkgs, torch="2.14.0")) != fp
+
+
+def _probe(files, pkgs=None, present=True):
+    pkgs = pkgs or {"vllm": "0.32.0"}
+    return {"present": present, "files": files, "packages": pkgs,
+            "fingerprint": im.compute_fingerprint(files, pkgs) if present else None}
+
+
+SHA_A = hashlib.sha256(b"a").hexdigest()
+SHA_B = hashlib.sha256(b"b").hexdigest()
+
+
+def test_compare_identical_ranks():
+    p = _probe({"/x/cuda.py": SHA_A})
+    assert im.compare_fingerprints({"n0": p, "n1": dict(p), "n2": dict(p)}, "n0") == []
+    assert im.hosts_needing_image({"n0": p, "n1": dict(p)}, "n0") == []
+
+
+def test_compare_names_node_file_and_both_hashes():
+    per_host = {"node-a": _probe({"/x/cuda.py": SHA_A, "/x/mla.py": SHA_A}),
+                "node-b": _probe({"/x/cuda.py": SHA_B, "/x/mla.py": SHA_A})}
+    problems = im.compare_fingerprints(per_host, "node-a")
+    assert [(p["host"], p["item"], p["expected"], p["actual"]) for p in problems] == [
+        ("node-b", "/x/cuda.py", SHA_A, SHA_B)]
+    assert problems[0]["msg"] == (
+        "node-b: file /x/cuda.py is %s here but %s on node-a; redistribute the image (image_sync) "
+        "so every rank runs identical bits" % (SHA_B[:12], SHA_A[:12]))
+    assert im.hosts_needing_image(per_host, "node-a") == ["node-b"]
+
+
+def test_compare_package_version_and_absent_image():
+    per_host = {"node-a": _probe({"/f": SHA_A}, {"flashinfer-python": "0.6.1"}),
+                "node-b": _probe({"/f": SHA_A}, {"flashinfer-python": "0.6.2"}),
+                "node-c": _probe({}, present=False)}
+    problems = im.compare_fingerprints(per_host, "node-a")
+    assert [(p["host"], p["item"], p["expected"], p["actual"]) for p in problems] == [
+        ("node-b", "flashinfer-python", "0.6.1", "0.6.2"),
+        ("node-c", "image", "present", "absent")]
+    assert im.hosts_needing_image(per_host, "node-a") == ["node-b", "node-c"]
+
+
+def test_compare_against_lane_expected_fingerprint():
+    p = _probe({"/f": SHA_A})
+    other = im.compute_fingerprint({"/f": SHA_B}, {"vllm": "0.32.0"})
+    problems = im.compare_fingerprints({"n0": p, "n1": dict(p)}, "n0", expected=other)
+    assert [(x["host"], x["item"], x["expected"], x["actual"]) for x in problems] == [
+        ("n0", "fingerprint", other, p["fingerprint"]), ("n1", "fingerprint", other, p["fingerprint"])]
+    with pytest.raises(im.ImageError, match="is not 64 lowercase hex"):
+        im.compare_fingerprints({"n0": p}, "n0", expected="abc")
+
+
+# ------------------------------------------------------------------ fix files
+
+ITEM = {"name": "sparse_attn_indexer_kpool.py", "src": "files/fixes/kpool.py",
+        "sha256": SHA_A, "container_path": "/usr/lib/vllm/layers/sparse_attn_indexer_kpool.py",
+        "marker": "multi_processor_count >= 78"}
+
+
+def test_fix_source_ok():
+    assert im.check_fix_source(ITEM, SHA_A, "if multi_processor_count >= 78:\n", "tp2") == []
+
+
+def test_fix_source_missing_is_refused_not_a_directory():
+    errs = im.check_fix_source(ITEM, None, "", "tp2")
+    assert errs == ["lane tp2: fix file sparse_attn_indexer_kpool.py: source files/fixes/kpool.py does not "
+                    "exist or is not a regular file; a missing bind source would become an empty directory "
+                    "in the container (G #16): put the file there or fix fix_files[].src"]
+
+
+def test_fix_source_wrong_sha_and_marker():
+    errs = im.check_fix_source(ITEM, SHA_B, "other text\n", "tp2")
+    assert errs == [
+        "lane tp2: fix file sparse_attn_indexer_kpool.py: files/fixes/kpool.py has sha256 %s, the lane pins %s; "
+        "use the file the lane was validated with or update fix_files[].sha256" % (SHA_B, SHA_A),
+        "lane tp2: fix file sparse_attn_indexer_kpool.py: files/fixes/kpool.py does not contain its marker "
+        "'multi_processor_count >= 78' (C.8/D.5); it is not the fix file"]
+
+
+def test_fix_source_empty_file():
+    errs = im.check_fix_source(ITEM, hashlib.sha256(b"").hexdigest(), "", "tp2")
+    assert errs[0] == ("lane tp2: fix file sparse_attn_indexer_kpool.py: source files/fixes/kpool.py is empty "
+                       "(D.4: refuse empty files)")
+    assert len(errs) == 2  # and the pinned sha256 differs
+
+
+def test_fix_applies_to_listed_images_only():
+    item = dict(ITEM, images=["ghcr.io/x/glm:sm121-v8", "ghcr.io/x/glm:sm121-v11-dflash2"])
+    assert im.check_fix_applies(item, "ghcr.io/x/glm:sm121-v8") == []
+    assert im.check_fix_applies(item, "ghcr.io/x/glm:sm121-v12-dflash2-topkfix") == [
+        "fix file sparse_attn_indexer_kpool.py was made for ghcr.io/x/glm:sm121-v8, "
+        "ghcr.io/x/glm:sm121-v11-dflash2, not for image ghcr.io/x/glm:sm121-v12-dflash2-topkfix; use the "
+        "lane for that image version or add the image to fix_files[].images after checking the fix against it"]
+    assert im.check_fix_applies(ITEM, "anything:1") == []
+
+
+@pytest.mark.parametrize("in_image,extra,state", [
+    (None, {}, "absent"),
+    (SHA_A, {}, "same"),
+    (SHA_B, {"base_sha256": SHA_B}, "base"),
+    (SHA_B, {"override": True}, "override"),
+])
+def test_fix_against_image_accepted(in_image, extra, state):
+    assert im.check_fix_against_image(dict(ITEM, **extra), in_image, "img:1") == ([], state)
+
+
+def test_fix_against_image_refused_names_image_path_and_both_hashes():
+    other = hashlib.sha256(b"topkfix image copy").hexdigest()
+    errs, state = im.check_fix_against_image(dict(ITEM, base_sha256=SHA_B), other, "glm:sm121-v12-dflash2-topkfix")
+    assert state == "refused"
+    assert errs == [
+        "image glm:sm121-v12-dflash2-topkfix already carries /usr/lib/vllm/layers/sparse_attn_indexer_kpool.py "
+        "with sha256 %s; fix file sparse_attn_indexer_kpool.py has sha256 %s and the fix was made against %s: "
+        "mounting it would replace a different version of the file. Use the lane for that image version "
+        "(or set fix_files[].override: true if replacing it is intended)" % (other, SHA_A, SHA_B)]
+
+
+def test_fix_mounts_checked_from_docker_inspect():
+    inspect = ('[{"Mounts": [{"Type": "bind", "Source": "/var/lib/fix/k.py", "Destination": "/c/k.py", "RW": false},'
+               ' {"Type": "bind", "Source": "/var/lib/fix/n.h", "Destination": "/c/n.h", "RW": true}]}]')
+    mounts = im.parse_container_mounts(inspect)
+    want = [{"host": "/var/lib/fix/k.py", "container": "/c/k.py", "mode": "ro"},
+            {"host": "/var/lib/fix/n.h", "container": "/c/n.h", "mode": "ro"},
+            {"host": "/var/lib/fix/x.py", "container": "/c/x.py", "mode": "ro"}]
+    assert im.check_fix_mounts(mounts, want, "node-b") == [
+        "node-b: fix file mount /c/n.h is read-write; it must be read-only (mode ro)",
+        "node-b: fix file /var/lib/fix/x.py is not mounted at /c/x.py in the rank container"]
+    raw = [{"Source": "/other", "Destination": "/c/k.py", "RW": False}]
+    assert im.check_fix_mounts(raw, want[:1], "node-a") == [
+        "node-a: /c/k.py is mounted from /other, expected /var/lib/fix/k.py"]
