@@ -1,0 +1,1 @@
+../plugins/modules/rdma_facts.py

@@ -1,0 +1,796 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""RDMA fabric discovery: pure parsing and planning logic (stdlib only).
+
+Used on the node by the ``rdma_facts`` module (parsers, GID lookup) and on the controller by
+the ``nccl_env`` filters (topology, rendezvous choice, NCCL/Gloo environment).
+Rules cite notes/operations-spec.md (section letters) and notes/field-cases.md (Fnn/Snn).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import json
+import os
+import re
+
+
+class RdmaError(ValueError):
+    """Malformed input or a fabric that cannot work; the message names the item and a fix."""
+
+
+# ---------------------------------------------------------------------------------------------
+# ibdev2netdev (spec C.6: `<hca> port <n> ==> <netdev> (Up|Down)`; `-v` adds fields, tolerated)
+
+_IBDEV_RE = re.compile(
+    r'^(?P<hca>\S+)\s(?:.*?\s)?port\s+(?P<port>\d+)(?:\s+\([^)]*\))?\s+==>\s+'
+    r'(?P<netdev>\S+)\s+\((?P<state>Up|Down)\)\s*$')
+
+
+def parse_ibdev2netdev(text):
+    """Return ``[{hca, port, netdev, state}]`` in input order; raise RdmaError quoting a bad line."""
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _IBDEV_RE.match(line.strip())
+        if not m:
+            raise RdmaError(
+                "ibdev2netdev line %d is not '<hca> port <n> ==> <netdev> (Up|Down)': %r"
+                % (lineno, line))
+        rows.append({'hca': m.group('hca'), 'port': int(m.group('port')),
+                     'netdev': m.group('netdev'), 'state': m.group('state')})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# ip: every parser returns {ifname: {ifname, operstate, mtu, flags, ipv4: [..], ipv6: [..]}}
+
+def _ipv4_entry(address, prefixlen):
+    iface = ipaddress.IPv4Interface(u'%s/%s' % (address, prefixlen))
+    return {'address': str(iface.ip), 'prefixlen': int(prefixlen), 'cidr': str(iface.network)}
+
+
+def _new_netdev(ifname):
+    return {'ifname': ifname, 'operstate': None, 'mtu': None, 'flags': [], 'ipv4': [], 'ipv6': []}
+
+
+def _json_list(text, what):
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        lineno = getattr(e, 'lineno', 1)
+        lines = text.splitlines() or ['']
+        bad = lines[min(max(lineno, 1), len(lines)) - 1]
+        raise RdmaError('%s output is not JSON (%s) at line %d: %r' % (what, e, lineno, bad[:200]))
+    if not isinstance(data, list):
+        raise RdmaError('%s output is not a JSON list: %r' % (what, text[:200]))
+    for item in data:
+        if not isinstance(item, dict) or not item.get('ifname'):
+            raise RdmaError('%s entry has no ifname: %r' % (what, json.dumps(item)[:200]))
+    return data
+
+
+def parse_ip_json_link(text):
+    """Parse ``ip -j link``."""
+    out = {}
+    for item in _json_list(text, 'ip -j link'):
+        dev = _new_netdev(item['ifname'])
+        dev['operstate'] = item.get('operstate')
+        dev['mtu'] = item.get('mtu')
+        dev['flags'] = list(item.get('flags') or [])
+        out[dev['ifname']] = dev
+    return out
+
+
+def parse_ip_json_addr(text):
+    """Parse ``ip -j addr`` (which also carries operstate, mtu and flags)."""
+    out = {}
+    for item in _json_list(text, 'ip -j addr'):
+        dev = _new_netdev(item['ifname'])
+        dev['operstate'] = item.get('operstate')
+        dev['mtu'] = item.get('mtu')
+        dev['flags'] = list(item.get('flags') or [])
+        for a in item.get('addr_info') or []:
+            try:
+                if a.get('family') == 'inet':
+                    entry = _ipv4_entry(a['local'], a['prefixlen'])
+                    entry['scope'] = a.get('scope')
+                    dev['ipv4'].append(entry)
+                elif a.get('family') == 'inet6':
+                    dev['ipv6'].append('%s/%s' % (a['local'], a['prefixlen']))
+            except (KeyError, ValueError) as e:
+                raise RdmaError('ip -j addr: bad address on %s (%s): %r' % (dev['ifname'], e, json.dumps(a)))
+        out[dev['ifname']] = dev
+    return out
+
+
+def _split_addr_tokens(dev, tokens, line):
+    for tok in tokens:
+        if tok == 'metric' or tok.isdigit():
+            continue  # `metric 100` trails some addresses (fixture two-twin-slash29)
+        if '/' not in tok:
+            raise RdmaError('ip -br addr: unexpected token %r in line %r' % (tok, line))
+        if ':' in tok:
+            dev['ipv6'].append(tok)  # may be masked (fe80::xxxx/64): kept opaque
+            continue
+        addr, plen = tok.split('/', 1)
+        try:
+            dev['ipv4'].append(_ipv4_entry(addr, plen))
+        except ValueError:
+            raise RdmaError('ip -br addr: bad IPv4 %r in line %r' % (tok, line))
+
+
+def parse_ip_brief_addr(text):
+    """Parse ``ip -br [-4] addr`` (name, state, addresses). No MTU in this form."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            raise RdmaError('ip -br addr line has no state column: %r' % line)
+        dev = _new_netdev(parts[0].split('@', 1)[0])
+        dev['operstate'] = parts[1]
+        _split_addr_tokens(dev, parts[2:], line)
+        out[dev['ifname']] = dev
+    return out
+
+
+def parse_ip_brief_link(text):
+    """Parse ``ip -br link`` (name, state, MAC, <flags>)."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            raise RdmaError('ip -br link line has no state column: %r' % line)
+        dev = _new_netdev(parts[0].split('@', 1)[0])
+        dev['operstate'] = parts[1]
+        flags = [p for p in parts[2:] if p.startswith('<') and p.endswith('>')]
+        if flags:
+            dev['flags'] = [f for f in flags[-1][1:-1].split(',') if f]
+        out[dev['ifname']] = dev
+    return out
+
+
+_IP_SHOW_HEAD = re.compile(r'^\d+:\s+(?P<name>[^:@\s]+)(?:@\S+)?:\s+<(?P<flags>[^>]*)>(?P<rest>.*)$')
+
+
+def parse_ip_addr_show(text):
+    """Parse the classic ``ip addr [show dev X]`` text form."""
+    out = {}
+    dev = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _IP_SHOW_HEAD.match(line)
+        if m:
+            dev = _new_netdev(m.group('name'))
+            dev['flags'] = [f for f in m.group('flags').split(',') if f]
+            rest = m.group('rest').split()
+            for key, val in zip(rest, rest[1:]):
+                if key == 'mtu':
+                    dev['mtu'] = int(val)
+                elif key == 'state':
+                    dev['operstate'] = val
+            out[dev['ifname']] = dev
+            continue
+        words = line.split()
+        if dev is None:
+            raise RdmaError('ip addr: address line before any interface line: %r' % line)
+        if words[0] == 'inet' and len(words) > 1:
+            try:
+                addr, plen = words[1].split('/', 1)
+                entry = _ipv4_entry(addr, plen)
+            except ValueError:
+                raise RdmaError('ip addr: bad inet line %r' % line)
+            if 'scope' in words[:-1]:
+                entry['scope'] = words[words.index('scope') + 1]
+            dev['ipv4'].append(entry)
+        elif words[0] == 'inet6' and len(words) > 1:
+            dev['ipv6'].append(words[1])
+    return out
+
+
+def merge_netdevs(*sources):
+    """Merge netdev maps (e.g. ``ip -j link`` and ``ip -j addr``); later non-empty values win."""
+    out = {}
+    for src in sources:
+        for name, dev in (src or {}).items():
+            cur = out.setdefault(name, _new_netdev(name))
+            for key in ('operstate', 'mtu'):
+                if dev.get(key) is not None:
+                    cur[key] = dev[key]
+            if dev.get('flags'):
+                cur['flags'] = list(dev['flags'])
+            for key in ('ipv4', 'ipv6'):
+                for a in dev.get(key) or []:
+                    if a not in cur[key]:
+                        cur[key].append(a)
+    return out
+
+
+def usable_ipv4(dev):
+    """First IPv4 that can carry the fabric: not loopback, not 169.254 autoconf (S04)."""
+    for a in (dev or {}).get('ipv4') or []:
+        ip = ipaddress.IPv4Address(a['address'])
+        if not ip.is_loopback and not ip.is_link_local:
+            return a
+    return None
+
+
+def netdev_is_up(dev):
+    """UP by operstate (UNKNOWN counts when the carrier flag LOWER_UP is present)."""
+    if not dev:
+        return False
+    state = (dev.get('operstate') or '').upper()
+    if state == 'UP':
+        return True
+    return state == 'UNKNOWN' and 'LOWER_UP' in (dev.get('flags') or [])
+
+
+# ---------------------------------------------------------------------------------------------
+# GID tables (spec C.6, F03, I.3)
+
+def _read_text(path):
+    try:
+        with open(path, 'rb') as f:
+            return f.read().decode('utf-8', 'replace').strip()
+    except (IOError, OSError):
+        return None  # real sysfs answers EINVAL for unused entries
+
+
+def read_gid_table(sysfs_root, hca, port=1):
+    """Return ``[{index, gid, type}]`` for every readable ``gids/<i>``, index order.
+
+    ``type`` is None when ``gid_attrs/types/<i>`` is missing or unreadable.
+    """
+    base = os.path.join(sysfs_root, 'class', 'infiniband', hca, 'ports', str(port))
+    gid_dir = os.path.join(base, 'gids')
+    try:
+        names = os.listdir(gid_dir)
+    except OSError:
+        return []
+    table = []
+    for name in sorted((n for n in names if n.isdigit()), key=int):
+        gid = _read_text(os.path.join(gid_dir, name))
+        if gid is None:
+            continue
+        table.append({'index': int(name), 'gid': gid,
+                      'type': _read_text(os.path.join(base, 'gid_attrs', 'types', name))})
+    return table
+
+
+def gid_ipv4(gid):
+    """The IPv4 an IPv4-mapped GID (``::ffff:a.b.c.d``) carries, else None (masked tokens too)."""
+    try:
+        ip = ipaddress.IPv6Address(u'%s' % (gid or '').strip())
+    except ValueError:
+        return None
+    return str(ip.ipv4_mapped) if ip.ipv4_mapped else None
+
+
+def gid_is_zero(gid):
+    try:
+        return int(ipaddress.IPv6Address(u'%s' % (gid or '').strip())) == 0
+    except ValueError:
+        return False
+
+
+def select_roce_v2_gid_index(table, ipv4):
+    """Index whose type is 'RoCE v2' and whose GID is the IPv4-mapped form of ``ipv4``."""
+    if not ipv4:
+        return None
+    for entry in table:
+        if (entry.get('type') or '').strip() == 'RoCE v2' and gid_ipv4(entry['gid']) == ipv4:
+            return entry['index']
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Device names, twins, ordering (S01: twins share the fN suffix across PCI domains 0000/0002)
+
+_PCI_NAME = re.compile(r'^(?P<kind>[a-z]+?)(?:P(?P<dom>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)(?:f(?P<fn>\d+))?(?:np(?P<np>\d+))?$')
+
+
+def _pci_parts(name):
+    m = _PCI_NAME.match(name or '')
+    if not m:
+        return None
+    return (m.group('kind'), int(m.group('dom') or 0), int(m.group('bus')), int(m.group('slot')),
+            int(m.group('fn') or 0))
+
+
+def device_sort_key(name):
+    """PCI order (domain, bus, slot, function), else natural order (mlx5_2 < mlx5_10)."""
+    parts = _pci_parts(name)
+    if parts:
+        return (0, parts[1:], name)
+    return (1, [int(t) if t.isdigit() else t for t in re.split(r'(\d+)', name)], name)
+
+
+def twin_of(hca, names):
+    """The other PCIe half of the same physical port among ``names`` (rocep1s0f1 <-> roceP2p1s0f1)."""
+    me = _pci_parts(hca)
+    if not me:
+        return None
+    for other in names:
+        op = _pci_parts(other)
+        if other != hca and op and op[0] == me[0] and op[2:] == me[2:] and op[1] != me[1]:
+            return other
+    return None
+
+
+def port_index(netdev):
+    """Cage-side port index of a Spark netdev: the ``npN`` suffix, else the function number."""
+    m = _PCI_NAME.match(netdev or '')
+    if not m:
+        return None
+    return int(m.group('np')) if m.group('np') is not None else int(m.group('fn') or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-host facts (the shape the rdma_facts module returns)
+
+def build_host_facts(ibdev_rows, netdevs, gid_tables, cma_total_kib=None, kernel=None):
+    """Combine parsed inputs into ``{hcas: [...], netdevs: {...}, cma_total_kib, kernel}``.
+
+    ``gid_tables`` maps ``(hca, port)`` (or ``hca``) to ``read_gid_table`` output.
+    """
+    names = [r['hca'] for r in ibdev_rows]
+    hcas = []
+    for row in sorted(ibdev_rows, key=lambda r: device_sort_key(r['hca'])):
+        dev = netdevs.get(row['netdev'])
+        addr = usable_ipv4(dev)
+        table = gid_tables.get((row['hca'], row['port']), gid_tables.get(row['hca'], []))
+        hcas.append({
+            'hca': row['hca'],
+            'port': row['port'],
+            'netdev': row['netdev'],
+            'state': row['state'],
+            'twin': twin_of(row['hca'], names),
+            'ipv4': addr['address'] if addr else None,
+            'prefixlen': addr['prefixlen'] if addr else None,
+            'cidr': addr['cidr'] if addr else None,
+            'mtu': dev.get('mtu') if dev else None,
+            'operstate': dev.get('operstate') if dev else None,
+            'roce_v2_gid_index': select_roce_v2_gid_index(table, addr['address'] if addr else None),
+            'gids': [g for g in table if not gid_is_zero(g['gid'])],
+        })
+    return {'hcas': hcas, 'netdevs': netdevs, 'cma_total_kib': cma_total_kib, 'kernel': kernel}
+
+
+def parse_cma_total_kib(meminfo_text):
+    """``CmaTotal:  N kB`` from /proc/meminfo, or None when the line is absent (F07)."""
+    for line in (meminfo_text or '').splitlines():
+        if line.startswith('CmaTotal:'):
+            parts = line.split()
+            try:
+                return int(parts[1])
+            except (IndexError, ValueError):
+                raise RdmaError('meminfo: cannot read %r' % line)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# NCCL_IB_HCA (F04: prefix match unless '=', '^' excludes, optional ':port' per item)
+
+def parse_nccl_ib_hca(value):
+    """Return ``{mode, items}``; mode is prefix | exact | exclude | exclude_exact."""
+    raw = (value or '').strip()
+    if not raw:
+        raise RdmaError('NCCL_IB_HCA is empty; list the HCAs (e.g. rocep1s0f1) or unset it')
+    rest, exclude, exact = raw, False, False
+    if rest.startswith('^'):
+        exclude, rest = True, rest[1:]
+    if rest.startswith('='):
+        exact, rest = True, rest[1:]
+    items = []
+    for item in rest.split(','):
+        item = item.strip()
+        if not item or item[0] in '=^':
+            raise RdmaError('NCCL_IB_HCA=%s: empty or misplaced item %r; use "[^][=]dev[:port],dev..."'
+                            % (raw, item))
+        entry = {'device': item}
+        if ':' in item:
+            dev, port = item.split(':', 1)
+            if not dev or not port.isdigit():
+                raise RdmaError('NCCL_IB_HCA=%s: bad port in %r; use dev:<number>' % (raw, item))
+            entry = {'device': dev, 'port': int(port)}
+        items.append(entry)
+    mode = ('exclude_exact' if exact else 'exclude') if exclude else ('exact' if exact else 'prefix')
+    return {'mode': mode, 'items': items}
+
+
+def match_nccl_ib_hca(value, devices):
+    """Devices (from ``devices``) the value selects, in PCI order."""
+    spec = parse_nccl_ib_hca(value)
+    exact = spec['mode'] in ('exact', 'exclude_exact')
+
+    def hit(dev):
+        return any(dev == i['device'] if exact else dev.startswith(i['device']) for i in spec['items'])
+    chosen = [d for d in devices if hit(d) != spec['mode'].startswith('exclude')]
+    return sorted(chosen, key=device_sort_key)
+
+
+def expand_nccl_ib_hca(value, hcas):
+    """``{devices, warnings}`` for a user value against one host's HCA facts (F04 'roce')."""
+    names = [h['hca'] for h in hcas]
+    devices = match_nccl_ib_hca(value, names)
+    down = [h['hca'] for h in hcas if h['hca'] in devices and h.get('state') != 'Up']
+    warnings = []
+    if down:
+        warnings.append('NCCL_IB_HCA=%s also matches Down HCAs %s (Down ports are included implicitly); '
+                        'list the Up HCAs explicitly' % (value, ', '.join(down)))
+    return {'devices': devices, 'warnings': warnings}
+
+
+def render_nccl_ib_hca(wanted, devices):
+    """Comma list of ``wanted``; '=' (exact) when a plain prefix would also take another device."""
+    wanted = sorted(wanted, key=device_sort_key)
+    ambiguous = any(d.startswith(w) and d not in wanted for w in wanted for d in devices)
+    return ('=' if ambiguous else '') + ','.join(wanted)
+
+
+# ---------------------------------------------------------------------------------------------
+# Topology and rendezvous (spec A.2, C.6; F06, F07, F08)
+
+# Interfaces that are never a rendezvous path: container bridges repeat the same address on
+# every host (docker0 172.17.0.1/16 in S04).
+_NOT_RENDEZVOUS = re.compile(r'^(lo|docker\d*|br-.*|veth.*|virbr.*|cni.*|flannel.*|cali.*|tun.*|tap.*)$')
+
+
+def fabric_candidates(facts):
+    """Up HCAs whose netdev is UP with a usable IPv4: ``[{hca, netdev, ipv4, cidr}]``."""
+    out = []
+    for h in facts.get('hcas') or []:
+        dev = (facts.get('netdevs') or {}).get(h['netdev'])
+        if h.get('state') == 'Up' and h.get('ipv4') and (dev is None or netdev_is_up(dev)):
+            out.append(h)
+    return out
+
+
+def _host_subnets(facts, exclude_netdevs=()):
+    """``{cidr: [(netdev, ipv4)]}`` for UP, non-bridge interfaces with a usable IPv4."""
+    out = {}
+    for name in sorted(facts.get('netdevs') or {}, key=device_sort_key):
+        dev = facts['netdevs'][name]
+        if name in exclude_netdevs or _NOT_RENDEZVOUS.match(name) or not netdev_is_up(dev):
+            continue
+        for a in dev.get('ipv4') or []:
+            ip = ipaddress.IPv4Address(a['address'])
+            if ip.is_loopback or ip.is_link_local:
+                continue
+            out.setdefault(a['cidr'], []).append((name, a['address']))
+    return out
+
+
+def _addr_in(cidr_list, ipv4):
+    return any(ipaddress.IPv4Address(ipv4) in ipaddress.IPv4Network(c) for c in cidr_list)
+
+
+def host_rendezvous(facts, cidr, interface=None):
+    """``(netdev, ipv4)`` this host uses on the rendezvous subnet, or (None, None)."""
+    for name, ip in _host_subnets(facts).get(cidr, []):
+        if interface in (None, '', name):
+            return name, ip
+    return None, None
+
+
+def host_nccl_hcas(facts, topology, fabric_cidrs):
+    """This host's HCAs for NCCL_IB_HCA: Up, netdev UP, address inside the fabric subnets."""
+    return [h for h in fabric_candidates(facts) if _addr_in(fabric_cidrs, h['ipv4'])]
+
+
+def check_gid_index(host, facts, hca_names, index):
+    """Errors for HCAs whose GID at ``index`` is not RoCE v2 + IPv4-mapped of its address (F03)."""
+    by_name = dict((h['hca'], h) for h in facts.get('hcas') or [])
+    errors = []
+    for name in hca_names:
+        h = by_name.get(name)
+        if h is None:
+            errors.append('%s %s: listed in NCCL_IB_HCA but not reported by ibdev2netdev; '
+                          'remove it or check the cabling' % (host, name))
+            continue
+        table = dict((g['index'], g) for g in h.get('gids') or [])
+        entry = table.get(index)
+        if entry is None:
+            errors.append('%s %s: GID index %s holds an all-zero GID (no address on %s); '
+                          'give %s an address in the fabric or drop %s from NCCL_IB_HCA'
+                          % (host, name, index, h['netdev'], h['netdev'], name))
+        elif (entry.get('type') or '').strip() != 'RoCE v2' or gid_ipv4(entry['gid']) is None \
+                or (h.get('ipv4') and gid_ipv4(entry['gid']) != h['ipv4']):
+            errors.append('%s %s: GID index %s is %r (%s), not the RoCE v2 IPv4-mapped GID of %s; '
+                          'use that HCA\'s own index (found %s)'
+                          % (host, name, index, entry['gid'], entry.get('type'), h.get('ipv4'),
+                             h.get('roce_v2_gid_index')))
+    return errors
+
+
+def _rank_order(hosts_facts, ranks):
+    ranks = ranks or {}
+    return sorted(hosts_facts, key=lambda h: (ranks.get(h, 1 << 30), h))
+
+
+def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=9000,
+                master_addr=None, platform='spark'):
+    """Classify the fabric across all ranks and choose the rendezvous network.
+
+    ``hosts_facts``: ``{host: rdma_facts}``; ``ranks``: ``{host: rank}`` (rank 0 = head).
+    Returns a plan dict; ``errors`` (each naming host, item, fix) and ``warnings`` are lists.
+    """
+    order = _rank_order(hosts_facts, ranks)
+    if not order:
+        raise RdmaError('no hosts given to the fabric plan')
+    head = order[0]
+    errors, warnings, info = [], [], []
+    plan = {'topology': None, 'head': head, 'ranks': order, 'fabric_cidrs': [],
+            'rendezvous': None, 'master_addr': None, 'links': [], 'same_index_links': [],
+            'hosts': {}, 'errors': errors, 'warnings': warnings, 'info': info}
+
+    cands = dict((h, fabric_candidates(hosts_facts[h])) for h in order)
+    bare = [h for h in order if not cands[h]]
+    for h in bare:
+        up = [x['hca'] for x in hosts_facts[h].get('hcas') or [] if x.get('state') == 'Up']
+        errors.append('%s: no Up RoCE netdev with an IPv4 (Up HCAs: %s); cable a fabric port and give '
+                      'its netdev an address (169.254 autoconf does not count), then rerun'
+                      % (h, ', '.join(up) or 'none'))
+    members = {}
+    for h in order:
+        for c in cands[h]:
+            members.setdefault(c['cidr'], [])
+            if h not in members[c['cidr']]:
+                members[c['cidr']].append(h)
+    shared = [c for c in sorted(members, key=lambda c: ipaddress.IPv4Network(c)) if len(members[c]) == len(order)]
+    pairs_ok = all(any(a in m and b in m for m in members.values())
+                   for i, a in enumerate(order) for b in order[i + 1:])
+
+    if bare:
+        kind = 'none'
+    elif topology == 'single_subnet' or (topology == 'auto' and shared):
+        kind = 'single_subnet'
+        if not shared:
+            best = max(members, key=lambda c: len(members[c])) if members else None
+            missing = [h for h in order if best is None or h not in members[best]]
+            errors.append('rdma_fabric_topology=single_subnet but no fabric subnet holds every rank: %s '
+                          'has no address in %s; put every rank on one fabric subnet or use topology ring'
+                          % (', '.join(missing), best))
+    elif topology == 'ring' or pairs_ok:
+        kind = 'ring'
+        if not pairs_ok:
+            for i, a in enumerate(order):
+                for b in order[i + 1:]:
+                    if not any(a in m and b in m for m in members.values()):
+                        errors.append('%s and %s share no fabric subnet (no direct link); cable them '
+                                      'p0<->p1 as in the ring playbook and address both ends in one subnet'
+                                      % (a, b))
+    else:
+        kind = 'partial'
+        for i, a in enumerate(order):
+            for b in order[i + 1:]:
+                if not any(a in m and b in m for m in members.values()):
+                    errors.append('%s and %s share no fabric subnet; neither one shared subnet nor a '
+                                  'complete ring: fix the cabling/addresses' % (a, b))
+    plan['topology'] = kind
+    if kind == 'single_subnet':
+        plan['fabric_cidrs'] = shared[:1] if shared else []
+    elif kind == 'ring':
+        plan['fabric_cidrs'] = sorted((c for c in members if len(members[c]) >= 2),
+                                      key=lambda c: ipaddress.IPv4Network(c))
+        for c in plan['fabric_cidrs']:
+            ends = []
+            for h in members[c]:
+                for x in cands[h]:
+                    if x['cidr'] == c:
+                        ends.append({'host': h, 'netdev': x['netdev'], 'hca': x['hca'], 'ipv4': x['ipv4']})
+            link = {'subnet': c, 'ends': ends}
+            plan['links'].append(link)
+            idx = set(port_index(e['netdev']) for e in ends)
+            if len(ends) == 2 and len(idx) == 1:
+                pattern = 'p%d<->p%d' % (list(idx)[0], list(idx)[0])
+                plan['same_index_links'].append(dict(link, pattern=pattern))
+                warnings.append('link %s joins the same port index on both ends (%s %s <-> %s %s, %s); '
+                                'recable p0<->p1 as in the ring playbook (NCCL_IB_SUBNET_AWARE_ROUTING=1 is set)'
+                                % (c, ends[0]['host'], ends[0]['netdev'], ends[1]['host'], ends[1]['netdev'],
+                                   pattern))
+
+    _choose_rendezvous(plan, hosts_facts, order, interface, master_addr, errors)
+    _host_checks(plan, hosts_facts, order, mtu, platform, interface)
+    return plan
+
+
+def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
+    head = order[0]
+    subnets = dict((h, _host_subnets(hosts_facts[h])) for h in order)
+    common = [c for c in sorted(subnets[head], key=lambda c: ipaddress.IPv4Network(c))
+              if all(c in subnets[h] for h in order)]
+    # one address on several hosts is a local bridge, not a shared L2
+    common = [c for c in common
+              if len(set(ip for h in order for _, ip in subnets[h][c])) >= len(order)]
+    if interface:
+        common = [c for c in common if any(n == interface for n, _ in subnets[head][c])]
+    if plan['topology'] == 'single_subnet' and plan['fabric_cidrs']:
+        preferred = [c for c in common if c in plan['fabric_cidrs']]
+    else:
+        # ring: TCPStore/Gloo go over the shared management L2 (spec A.2, F08)
+        preferred = [c for c in common if c not in plan['fabric_cidrs']]
+    choice = (preferred or common or [None])[0]
+    if requested:
+        req_net = [c for c in common if ipaddress.IPv4Address(requested) in ipaddress.IPv4Network(c)]
+        owner = [h for h in order for c in subnets[h] for _, ip in subnets[h][c] if ip == requested]
+        if not req_net or owner != [head]:
+            unreach = [h for h in order if not any(ipaddress.IPv4Address(requested) in ipaddress.IPv4Network(c)
+                                                   for c in subnets[h])]
+            hint = ''
+            if choice:
+                hint = '; use %s (%s %s, a subnet every rank shares)' % (
+                    host_rendezvous(hosts_facts[head], choice, interface)[1], head,
+                    host_rendezvous(hosts_facts[head], choice, interface)[0])
+            if owner != [head]:
+                errors.append('master address %s is not an address of the head %s%s' % (requested, head, hint))
+            else:
+                errors.append('master address %s is not reachable from %s (no address in its subnet)%s'
+                              % (requested, ', '.join(unreach), hint))
+            choice = None
+        else:
+            choice = req_net[0]
+    if choice is None and not any(e.startswith('master address') for e in errors):
+        lacking = []
+        for h in order:
+            if interface and interface not in (hosts_facts[h].get('netdevs') or {}):
+                lacking.append('%s (no interface %s)' % (h, interface))
+        errors.append('no subnet is shared by every rank to host the rendezvous (TCPStore/Gloo)%s; '
+                      'give every rank an address on one common network (fabric or management)%s'
+                      % (': ' + ', '.join(lacking) if lacking else ' among ' + ', '.join(order),
+                         ' on %s' % interface if interface else ''))
+        return
+    if choice is None:
+        return
+    netdev, ip = host_rendezvous(hosts_facts[head], choice, interface)
+    plan['rendezvous'] = {'cidr': choice, 'network': 'fabric' if choice in plan['fabric_cidrs'] else 'management',
+                          'interface': interface or None}
+    plan['master_addr'] = ip
+
+
+def _host_checks(plan, hosts_facts, order, mtu, platform, interface):
+    errors, info = plan['errors'], plan['info']
+    mtus = []
+    for h in order:
+        facts = hosts_facts[h]
+        view = {'rendezvous_netdev': None, 'rendezvous_ip': None, 'hcas': [], 'gid_index': None,
+                'fabric_netdevs': [], 'errors': []}
+        plan['hosts'][h] = view
+        if interface:
+            dev = (facts.get('netdevs') or {}).get(interface)
+            if dev is None:
+                view['errors'].append('%s: interface %s (rdma_fabric_interface) does not exist; unset the pin or '
+                                      'name an interface of this host' % (h, interface))
+            elif not netdev_is_up(dev) or usable_ipv4(dev) is None:
+                view['errors'].append('%s: interface %s (rdma_fabric_interface) is %s with %s; GLOO/TP/NCCL '
+                                      'sockets would fail with "Unable to find address" (F06): bring it up with '
+                                      'an IPv4 or pin the interface that holds the address'
+                                      % (h, interface, dev.get('operstate') or 'unknown state',
+                                         'no IPv4' if usable_ipv4(dev) is None else 'an IPv4'))
+        if plan['rendezvous']:
+            netdev, ip = host_rendezvous(facts, plan['rendezvous']['cidr'], interface)
+            view['rendezvous_netdev'], view['rendezvous_ip'] = netdev, ip
+            if netdev is None:
+                view['errors'].append('%s: no UP interface with an address in the rendezvous subnet %s; '
+                                      'address one' % (h, plan['rendezvous']['cidr']))
+        hcas = host_nccl_hcas(facts, plan['topology'], plan['fabric_cidrs'])
+        view['hcas'] = [x['hca'] for x in hcas]
+        view['fabric_netdevs'] = sorted(set(x['netdev'] for x in hcas), key=device_sort_key)
+        for x in hcas:
+            mtus.append((h, x['netdev'], x.get('mtu')))
+        if plan['topology'] == 'single_subnet' and hcas:
+            idx = sorted(set(x.get('roce_v2_gid_index') for x in hcas), key=lambda v: (v is None, v))
+            if idx == [None] or None in idx:
+                missing = [x['hca'] for x in hcas if x.get('roce_v2_gid_index') is None]
+                msg = ('%s: no RoCE v2 GID for the fabric address on %s; check `show_gids` / the sysfs GID '
+                       'table and that the netdev holds its IPv4 (F03)' % (h, ', '.join(missing)))
+                if platform == 'spark':
+                    view['errors'].append(msg)
+                else:
+                    info.append(msg + ' [informational on %s lanes]' % platform)
+                view['gid_index'] = None
+            elif len(idx) > 1:
+                view['errors'].append('%s: the HCAs in NCCL_IB_HCA need different GID indexes (%s); one '
+                                      'NCCL_IB_GID_INDEX cannot serve them: readdress so they match or keep one rail'
+                                      % (h, ', '.join('%s=%s' % (x['hca'], x['roce_v2_gid_index']) for x in hcas)))
+            else:
+                view['gid_index'] = idx[0]
+                view['errors'].extend(check_gid_index(h, facts, view['hcas'], idx[0]))
+        cma = facts.get('cma_total_kib')
+        if cma == 0:
+            msg = ('%s: CmaTotal is 0 kB on kernel %s; ibv_reg_mr fails with ENOMEM (F07): boot a kernel with '
+                   'CMA (e.g. 6.17.0-1031-nvidia)' % (h, facts.get('kernel') or 'unknown'))
+            if platform == 'spark':
+                view['errors'].append(msg)
+            else:
+                info.append(msg + ' [informational on %s lanes]' % platform)
+    if plan['topology'] == 'single_subnet':
+        lens = set(len(plan['hosts'][h]['hcas']) for h in order)
+        if len(lens) > 1:
+            errors.append('NCCL_IB_HCA lists differ in length across ranks without subnet-aware routing (%s); '
+                          'NCCL pairs devices by index: give every rank the same number of fabric HCAs'
+                          % '; '.join('%s=%s' % (h, ','.join(plan['hosts'][h]['hcas'])) for h in order))
+    if mtus:
+        values = set(m for _, _, m in mtus)
+        if len(values) > 1 or (mtu and values != set([mtu])):
+            target = mtu or max(v for v in values if v is not None)
+            errors.append('fabric MTU must be %s and equal on every rank: %s; set mtu %s on those netdevs '
+                          '(netplan/nmcli) and check with `ping -M do -s %d <peer>`'
+                          % (target, ', '.join('%s %s=%s' % m for m in mtus), target, target - 28))
+    plan['mtus'] = dict(('%s %s' % (h, n), m) for h, n, m in mtus)
+
+
+# ---------------------------------------------------------------------------------------------
+# The NCCL/Gloo environment of one host (spec B.3, C.6)
+
+DERIVED_KEYS = ('NCCL_IB_HCA', 'NCCL_IB_GID_INDEX', 'NCCL_IB_ADDR_RANGE', 'NCCL_SOCKET_IFNAME',
+                'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'MN_IF_NAME', 'VLLM_HOST_IP',
+                'NCCL_IB_SUBNET_AWARE_ROUTING')
+
+# Fixed keys of the seed lanes' NCCL blocks (spec B.3): T2/T4 single subnet, Y3 TRANSPORT=ib.
+FIXED_SINGLE_SUBNET = {
+    'NCCL_NET': 'IB', 'NCCL_IB_DISABLE': '0', 'NCCL_IB_ROCE_VERSION_NUM': '2',
+    'NCCL_IB_ADDR_FAMILY': 'AF_INET', 'NCCL_NVLS_ENABLE': '0', 'NCCL_CROSS_NIC': '0',
+    'NCCL_IB_MERGE_NICS': '0', 'NCCL_CUMEM_ENABLE': '0', 'NCCL_IGNORE_CPU_AFFINITY': '1',
+    'NCCL_DEBUG': 'WARN',
+}
+FIXED_RING = dict(FIXED_SINGLE_SUBNET, NCCL_NET_PLUGIN='none')
+
+
+def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
+    """The env map of one host from its own facts and the cluster plan.
+
+    ``fixed``: the fixed NCCL keys (None = the seed block of spec B.3 for the plan's topology);
+    ``overrides``: the lane's ``nccl`` block, merged over ``fixed`` (a null value drops the key).
+    Raises RdmaError when the plan or this host cannot produce a working environment.
+    """
+    if not plan or plan.get('errors'):
+        raise RdmaError('the fabric plan has errors: %s' % '; '.join((plan or {}).get('errors') or ['no plan']))
+    topo = plan['topology']
+    if topo not in ('single_subnet', 'ring'):
+        raise RdmaError('no NCCL environment for topology %r' % topo)
+    if fixed is None:
+        fixed = FIXED_RING if topo == 'ring' else FIXED_SINGLE_SUBNET
+    fixed = dict(fixed)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            fixed.pop(key, None)
+        else:
+            fixed[key] = value
+    clash = sorted(k for k in fixed if k in DERIVED_KEYS)
+    if clash:
+        raise RdmaError('the lane sets %s, which must come from each host\'s own facts (F06); remove them '
+                        'from the lane\'s nccl block' % ', '.join(clash))
+    who = host or 'this host'
+    interface = (plan.get('rendezvous') or {}).get('interface')
+    netdev, ip = host_rendezvous(facts, plan['rendezvous']['cidr'], interface)
+    if netdev is None:
+        raise RdmaError('%s: no UP interface holds an address in the rendezvous subnet %s; address one'
+                        % (who, plan['rendezvous']['cidr']))
+    hcas = host_nccl_hcas(facts, topo, plan['fabric_cidrs'])
+    if not hcas:
+        raise RdmaError('%s: no Up HCA with an address in %s; cable and address a fabric port'
+                        % (who, ', '.join(plan['fabric_cidrs'])))
+    env = dict((k, str(v)) for k, v in fixed.items())
+    names = [h['hca'] for h in facts.get('hcas') or []]
+    env['NCCL_IB_HCA'] = render_nccl_ib_hca([h['hca'] for h in hcas], names)
+    if topo == 'single_subnet':
+        env['NCCL_IB_ADDR_RANGE'] = plan['fabric_cidrs'][0]
+        idx = set(h.get('roce_v2_gid_index') for h in hcas)
+        if len(idx) == 1 and None not in idx:
+            env['NCCL_IB_GID_INDEX'] = str(idx.pop())  # never an empty value (F03)
+    else:
+        env['NCCL_IB_SUBNET_AWARE_ROUTING'] = '1'  # pairwise links, one subnet per link (F07, F08)
+    for key in ('NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'MN_IF_NAME'):
+        env[key] = netdev
+    env['VLLM_HOST_IP'] = ip
+    return env
