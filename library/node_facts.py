@@ -1,0 +1,1 @@
+../plugins/modules/node_facts.py

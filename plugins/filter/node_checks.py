@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the node checks (roles preflight, node_prep); logic in module_utils/node_checks.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
+    NodeCheckError,
+    cache_host_dirs,
+    disk_needs,
+    node_checks,
+    parse_id,
+    parse_meminfo,
+    utilization_verdict,
+    version_satisfies,
+)
+
+
+def _guard(name, func, *args):
+    try:
+        return func(*args)
+    except NodeCheckError as e:
+        raise AnsibleFilterError("%s: %s" % (name, e))
+
+
+def _mapping(name, what, value):
+    if not isinstance(value, dict):
+        raise AnsibleFilterError("%s: %s must be a mapping, got %s" % (name, what, type(value).__name__))
+    return value
+
+
+def node_preflight_checks(node, lane_spec, host):
+    _mapping("node_preflight_checks", "preflight_node", node)
+    _mapping("node_preflight_checks", "vllm_lane_spec", lane_spec)
+    return _guard("node_preflight_checks", node_checks, str(host), node, lane_spec)
+
+
+def node_utilization_verdict(nodes, requested, margin_gib=0):
+    _mapping("node_utilization_verdict", "the host -> preflight_node map", nodes)
+    return _guard("node_utilization_verdict", utilization_verdict, nodes, requested, margin_gib)
+
+
+def node_disk_needs(lane_spec):
+    return _guard("node_disk_needs", disk_needs, _mapping("node_disk_needs", "vllm_lane_spec", lane_spec))
+
+
+def node_cache_dirs(lane_spec):
+    return cache_host_dirs(_mapping("node_cache_dirs", "vllm_lane_spec", lane_spec))
+
+
+def node_meminfo(text):
+    return parse_meminfo(str(text))
+
+
+def node_parse_id(text):
+    return parse_id(str(text))
+
+
+def node_version_satisfies(version, spec):
+    return _guard("node_version_satisfies", version_satisfies, str(version), str(spec))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "node_preflight_checks": node_preflight_checks,
+            "node_utilization_verdict": node_utilization_verdict,
+            "node_disk_needs": node_disk_needs,
+            "node_cache_dirs": node_cache_dirs,
+            "node_meminfo": node_meminfo,
+            "node_parse_id": node_parse_id,
+            "node_version_satisfies": node_version_satisfies,
+        }

@@ -1,0 +1,298 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_facts
+short_description: Read the memory, GPU, disk, swap and name-resolution facts a vLLM rank depends on
+version_added: 0.1.0
+description:
+  - Reads C(/proc/meminfo) (MemTotal, MemAvailable, MemFree, swap, CmaTotal), the NVIDIA driver version and GPU
+    names from C(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) (falling back to the
+    plain C(nvidia-smi) table), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel,
+    the deploy user's groups and what the node's host name resolves to.
+  - On GB10 C(nvidia-smi) prints memory totals as C([N/A]) (unified memory, no framebuffer; sample S05), so every
+    memory figure comes from C(/proc/meminfo). GiB means 1024^3 bytes.
+  - Read-only; returns the fact C(preflight_node). The verdicts are made on the controller by the
+    C(dgxspark.vllm.node_preflight_checks) and C(dgxspark.vllm.node_utilization_verdict) filters.
+author:
+  - dgxspark.vllm maintainers
+attributes:
+  check_mode:
+    support: full
+    details: Only reads; runs the same way in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  meminfo_path:
+    description: File in C(/proc/meminfo) format.
+    type: path
+    default: /proc/meminfo
+  sysctl_root:
+    description: Directory holding C(vm/swappiness) and friends (the C(/proc/sys) tree).
+    type: path
+    default: /proc/sys
+  os_release_path:
+    description: File in C(os-release) format.
+    type: path
+    default: /etc/os-release
+  nvidia_smi:
+    description:
+      - Name or path of C(nvidia-smi). When it is not found, the driver and GPU facts are V(null) (fine on
+        C(cpu) lanes; the C(spark) lane asserts fail on it).
+    type: str
+    default: nvidia-smi
+  disk_paths:
+    description:
+      - Paths whose free space to report. A path that does not exist yet is measured at its nearest existing
+        parent directory, reported as C(probe).
+    type: list
+    elements: path
+    default: []
+  deploy_user:
+    description:
+      - User that runs docker and the ranks; its supplementary groups are read from the group database
+        (what a fresh login gets, field case F22). Omit to skip.
+    type: str
+notes:
+  - Host name resolution uses the system resolver (C(getaddrinfo)), the same call Gloo makes; the first address
+    returned decides (field case F26).
+"""
+
+EXAMPLES = r"""
+- name: Read node facts
+  dgxspark.vllm.node_facts:
+    disk_paths:
+      - /var/tmp/models/tiny-glm
+      - /var/lib/docker
+    deploy_user: spark
+  register: _facts
+
+- name: Publish them
+  ansible.builtin.set_fact:
+    preflight_node: "{{ _facts.node }}"
+"""
+
+RETURN = r"""
+node:
+  description: The node's facts. GiB figures are rounded to 2 decimals; the C(*_kib) figures are exact.
+  returned: always
+  type: dict
+  sample:
+    hostname: spark-sim-0
+    kernel: 6.17.0-1031-nvidia
+    os: {id: ubuntu, version_id: "24.04", pretty_name: Ubuntu 24.04.4 LTS}
+    mem_total_gib: 121.69
+    mem_available_gib: 104.46
+    mem_free_gib: 99.1
+    mem_total_kib: 127602768
+    mem_available_kib: 109533184
+    mem_free_kib: 103914291
+    swap_total_gib: 16.0
+    swap_used_gib: 0.0
+    cma_total_kib: 65536
+    nvidia_smi_found: true
+    driver_version: 580.126.09
+    gpu_name: NVIDIA GB10
+    gpu_names: [NVIDIA GB10]
+    gpu_memory_total: null
+    disk:
+      /var/tmp/models/tiny-glm: {probe: /var/tmp, device: 2049, free_gib: 79.1}
+    sysctl: {vm.swappiness: 0, vm.min_free_kbytes: 67584, vm.watermark_boost_factor: 15000}
+    deploy_user: spark
+    deploy_user_groups: [spark, sudo]
+    deploy_user_in_docker_group: false
+    hostname_resolution: {hostname: spark-sim-0, addresses: [198.18.10.10], loopback: false}
+"""
+
+import grp
+import os
+import pwd
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
+    BYTES_PER_GIB,
+    NodeCheckError,
+    hostname_verdict,
+    kib_to_gib,
+    parse_meminfo,
+    parse_nvidia_smi_csv,
+    parse_nvidia_smi_table,
+)
+
+NVSMI_FIELDS = ["name", "memory.total", "driver_version"]
+SYSCTLS = ["vm.swappiness", "vm.min_free_kbytes", "vm.watermark_boost_factor"]
+
+
+def _read(path):
+    with open(path, "r") as f:
+        return f.read()
+
+
+def read_os_release(path):
+    out = {"id": None, "version_id": None, "pretty_name": None}
+    try:
+        text = _read(path)
+    except (IOError, OSError):
+        return out
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            k = k.strip().lower()
+            if k in out:
+                out[k] = v.strip().strip('"')
+    return out
+
+
+def read_sysctls(root):
+    out = {}
+    for name in SYSCTLS:
+        try:
+            raw = _read(os.path.join(root, *name.split("."))).strip()
+        except (IOError, OSError):
+            out[name] = None
+            continue
+        out[name] = int(raw) if raw.lstrip("-").isdigit() else raw
+    return out
+
+
+def probe_disk(path):
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    return {
+        "probe": probe,
+        "device": os.stat(probe).st_dev,
+        "free_gib": round(st.f_bavail * st.f_frsize / float(BYTES_PER_GIB), 2),
+    }
+
+
+def user_groups(user):
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    names = []
+    try:
+        names.append(grp.getgrgid(pw.pw_gid).gr_name)
+    except KeyError:
+        names.append(str(pw.pw_gid))
+    for g in grp.getgrall():
+        if user in g.gr_mem and g.gr_name not in names:
+            names.append(g.gr_name)
+    return names
+
+
+def resolve_hostname(hostname):
+    try:
+        infos = socket.getaddrinfo(hostname, None, 0, socket.SOCK_STREAM)
+    except socket.gaierror:
+        return []
+    addrs = []
+    for info in infos:
+        a = info[4][0]
+        if a not in addrs:
+            addrs.append(a)
+    return addrs
+
+
+def gpu_facts(module, nvidia_smi):
+    out = {"nvidia_smi_found": False, "driver_version": None, "gpu_name": None, "gpu_names": [],
+           "gpu_memory_total": None}
+    exe = module.get_bin_path(nvidia_smi) if "/" not in nvidia_smi else (
+        nvidia_smi if os.access(nvidia_smi, os.X_OK) else None)
+    if not exe:
+        return out
+    out["nvidia_smi_found"] = True
+    env = {"LANG": "C", "LC_ALL": "C"}
+    rc, stdout, stderr = module.run_command(
+        [exe, "--query-gpu=" + ",".join(NVSMI_FIELDS), "--format=csv,noheader"], environ_update=env)
+    rows = []
+    if rc == 0:
+        try:
+            rows = parse_nvidia_smi_csv(stdout, NVSMI_FIELDS)
+        except NodeCheckError:
+            rows = []
+    if rows:
+        out["gpu_names"] = [r["name"] for r in rows if r.get("name")]
+        out["driver_version"] = rows[0].get("driver_version")
+        out["gpu_memory_total"] = rows[0].get("memory.total")
+    else:
+        rc, stdout, stderr = module.run_command([exe], environ_update=env)
+        if rc == 0:
+            table = parse_nvidia_smi_table(stdout)
+            out["driver_version"] = table["driver_version"]
+            out["gpu_names"] = [g["name"] for g in table["gpus"]]
+    out["gpu_name"] = out["gpu_names"][0] if out["gpu_names"] else None
+    return out
+
+
+def gather(module):
+    p = module.params
+    try:
+        mem = parse_meminfo(_read(p["meminfo_path"]))
+    except (IOError, OSError) as e:
+        module.fail_json(msg="cannot read %s: %s" % (p["meminfo_path"], e))
+    for key in ("MemTotal", "MemAvailable", "MemFree"):
+        if key not in mem:
+            module.fail_json(msg="%s has no %s line; cannot judge memory (F17, F19)" % (p["meminfo_path"], key))
+    swap_total, swap_free = mem.get("SwapTotal", 0), mem.get("SwapFree", 0)
+    hostname = socket.gethostname()
+    node = {
+        "hostname": hostname,
+        "kernel": os.uname()[2],
+        "os": read_os_release(p["os_release_path"]),
+        "mem_total_kib": mem["MemTotal"],
+        "mem_available_kib": mem["MemAvailable"],
+        "mem_free_kib": mem["MemFree"],
+        "mem_total_gib": kib_to_gib(mem["MemTotal"]),
+        "mem_available_gib": kib_to_gib(mem["MemAvailable"]),
+        "mem_free_gib": kib_to_gib(mem["MemFree"]),
+        "swap_total_gib": kib_to_gib(swap_total),
+        "swap_used_gib": kib_to_gib(swap_total - swap_free),
+        # absent on kernels built without CMA: reported as null, judged like 0 on spark lanes (F07)
+        "cma_total_kib": mem.get("CmaTotal"),
+        "sysctl": read_sysctls(p["sysctl_root"]),
+        "disk": dict((path, probe_disk(path)) for path in p["disk_paths"]),
+        "hostname_resolution": hostname_verdict(hostname, resolve_hostname(hostname)),
+        "deploy_user": p["deploy_user"],
+        "deploy_user_groups": None,
+        "deploy_user_in_docker_group": None,
+    }
+    node.update(gpu_facts(module, p["nvidia_smi"]))
+    if p["deploy_user"]:
+        groups = user_groups(p["deploy_user"])
+        node["deploy_user_groups"] = groups
+        node["deploy_user_in_docker_group"] = groups is not None and "docker" in groups
+    return node
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            meminfo_path=dict(type="path", default="/proc/meminfo"),
+            sysctl_root=dict(type="path", default="/proc/sys"),
+            os_release_path=dict(type="path", default="/etc/os-release"),
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            disk_paths=dict(type="list", elements="path", default=[]),
+            deploy_user=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, node=gather(module))
+
+
+if __name__ == "__main__":
+    main()
