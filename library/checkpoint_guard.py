@@ -1,0 +1,1 @@
+../plugins/modules/checkpoint_guard.py

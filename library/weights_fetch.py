@@ -1,0 +1,1 @@
+../plugins/modules/weights_fetch.py

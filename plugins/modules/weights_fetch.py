@@ -1,0 +1,151 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: weights_fetch
+short_description: Fetch a pinned Hugging Face checkpoint with huggingface_hub snapshot_download
+version_added: 0.1.0
+description:
+  - Downloads O(repo_id) at O(revision) into O(local_dir) with C(huggingface_hub.snapshot_download),
+    which resumes partial downloads.
+  - O(revision) must be a 40-hex commit id; a branch or tag is refused unless O(allow_branch)
+    (operations spec C.9).
+  - O(allow_patterns) always includes C(*.jinja): weight-only downloads skip the chat template
+    (field case F13).
+  - A directory already holding a finished fetch of the same repo and revision (marker file
+    C(.dgxspark-fetch.json) plus every shard named by the index, non-empty) is not downloaded again.
+  - Needs the C(huggingface_hub) Python package on the node running it (for example a virtualenv
+    chosen with C(ansible_python_interpreter)).
+  - Not exercised against the Hub in this project's CI (no Hub access); the argument building and
+    refusals are unit-tested with C(huggingface_hub) mocked.
+author:
+  - dgxspark.vllm maintainers
+requirements:
+  - huggingface_hub
+options:
+  repo_id:
+    description: Repository id (owner/name).
+    type: str
+    required: true
+  revision:
+    description: 40-hex commit id.
+    type: str
+  allow_branch:
+    description: Accept a branch or tag name as O(revision).
+    type: bool
+    default: false
+  local_dir:
+    description: Target directory (the checkpoint's host path).
+    type: path
+    required: true
+  allow_patterns:
+    description: Glob patterns to download; C(*.jinja) is added when absent.
+    type: list
+    elements: str
+    default: ["*.safetensors", "*.json", "*.jinja", "*.txt", "*.model", "*.py", "*.tiktoken"]
+  token:
+    description: Hugging Face token (keep it in a vault); never logged.
+    type: str
+  max_workers:
+    description: Parallel downloads.
+    type: int
+    default: 8
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether a download would happen; downloads nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Fetch the checkpoint on the owner
+  dgxspark.vllm.weights_fetch:
+    repo_id: RedHatAI/GLM-5.3-Flash-NVFP4
+    revision: 0123456789abcdef0123456789abcdef01234567
+    local_dir: /var/tmp/models/GLM-5.3-Flash-NVFP4-redhat
+    token: "{{ model_weights_hf_token }}"
+  no_log: true
+"""
+
+RETURN = r"""
+fetched:
+  description: Whether snapshot_download ran (or would run in check mode).
+  returned: always
+  type: bool
+revision:
+  description: The revision requested.
+  returned: always
+  type: str
+allow_patterns:
+  description: The patterns passed to snapshot_download.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
+    DEFAULT_ALLOW_PATTERNS, WeightsError, fetch_marker, is_complete, snapshot_kwargs)
+
+MARKER = ".dgxspark-fetch.json"
+
+HF_IMPORT_ERROR = None
+try:
+    import huggingface_hub
+except ImportError:
+    huggingface_hub = None
+    HF_IMPORT_ERROR = traceback.format_exc()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo_id=dict(type="str", required=True),
+            revision=dict(type="str"),
+            allow_branch=dict(type="bool", default=False),
+            local_dir=dict(type="path", required=True),
+            allow_patterns=dict(type="list", elements="str", default=list(DEFAULT_ALLOW_PATTERNS)),
+            token=dict(type="str", no_log=True),
+            max_workers=dict(type="int", default=8),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        kwargs = snapshot_kwargs(p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"],
+                                 p["token"], p["max_workers"], p["allow_branch"])
+    except WeightsError as e:
+        module.fail_json(msg=str(e))
+    result = dict(revision=kwargs["revision"], allow_patterns=kwargs["allow_patterns"])
+    if is_complete(p["local_dir"], p["repo_id"], kwargs["revision"], MARKER):
+        module.exit_json(changed=False, fetched=False, **result)
+    if module.check_mode:
+        module.exit_json(changed=True, fetched=True, **result)
+    if huggingface_hub is None:
+        module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
+    try:
+        huggingface_hub.snapshot_download(**kwargs)
+    except Exception as e:  # the hub raises many types; the message is what the user needs
+        module.fail_json(msg="snapshot_download of %s@%s into %s failed: %s" % (
+            p["repo_id"], kwargs["revision"], p["local_dir"], e), **result)
+    with open(os.path.join(p["local_dir"], MARKER), "w") as f:
+        json.dump(fetch_marker(p["repo_id"], kwargs["revision"]), f)
+    module.exit_json(changed=True, fetched=True, **result)
+
+
+if __name__ == "__main__":
+    main()

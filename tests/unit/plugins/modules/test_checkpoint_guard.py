@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""checkpoint_guard module on directories built from the real GLM-5.3-Flash config capture."""
+
+import json
+import os
+
+from ansible_collections.dgxspark.vllm.plugins.modules import checkpoint_guard
+from tests.unit.plugins.module_utils.test_weights import fixture_json, glm_config, make_checkpoint
+from tests.unit.plugins.modules.utils import run_module
+
+
+def _dir(tmp_path, quant, index=False, **kw):
+    root = make_checkpoint(str(tmp_path / (quant or "plain")), config=glm_config(quant), **kw)
+    if index:
+        with open(os.path.join(root, "model.safetensors.index.json"), "w") as f:
+            json.dump(fixture_json("nvidia-index-excerpt.json"), f)
+    return root
+
+
+def test_redhat_passes_with_verdict(tmp_path):
+    root = _dir(tmp_path, "redhat")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4", "spec_method": "mtp"})
+    assert not failed and res["changed"] is False and res["refusals"] == []
+    assert res["verdict"]["format"] == "compressed-tensors" and res["verdict"]["family"] == "nvfp4"
+
+
+def test_libertaidai_refused_unless_allowed(tmp_path):
+    root = _dir(tmp_path, "libertaidai")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4"})
+    assert failed and res["msg"].startswith("REFUSING: %s: ModelOpt build quantizes self-attention in 45 of 45 "
+                                            "layers" % root)
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+                                                     "allow_modelopt_attention": True})
+    assert not failed
+
+
+def test_nvidia_mtp_refused_dflash_passes(tmp_path):
+    root = _dir(tmp_path, "nvidia", index=True)
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+                                                     "spec_method": "dflash"})
+    assert not failed and res["verdict"]["scheme"] == "NVFP4"
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+                                                     "spec_method": "mtp"})
+    assert failed and res["msg"] == ("REFUSING: %s: MTP cannot be served on sm121 with this checkpoint: layer 45 "
+                                     "(the MTP head) is not covered by its quantization (its scale tensors differ "
+                                     "from layer 44); use a DFlash2 lane (operations spec F.6, G19)" % root)
+
+
+def test_nvfp4_lane_refuses_fp8(tmp_path):
+    root = _dir(tmp_path, "fp8-block")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4"})
+    assert failed and "the lane expects a nvfp4 checkpoint but this one is fp8" in res["msg"]
+
+
+def test_missing_template_refused_and_padded_config_read_from_orig(tmp_path):
+    root = _dir(tmp_path, "redhat", template=False)
+    res, failed = run_module(checkpoint_guard.main, {"path": root})
+    assert failed and res["refusals"][0].startswith("%s: no chat template" % root)
+    # tp_pad kept the original; the guard reads it (a padded copy without quantization must not matter)
+    os.rename(os.path.join(root, "config.json"), os.path.join(root, "config.json.orig"))
+    with open(os.path.join(root, "config.json"), "w") as f:
+        json.dump(glm_config(), f)
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+                                                     "require_chat_template": False})
+    assert not failed and res["verdict"]["format"] == "compressed-tensors"
+
+
+def test_mm_template_required_for_vision_lanes(tmp_path):
+    root = _dir(tmp_path, "redhat")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "require_mm_template": True})
+    assert failed and "chat_template_mm.jinja missing" in res["msg"]
+
+
+def test_no_config(tmp_path):
+    res, failed = run_module(checkpoint_guard.main, {"path": str(tmp_path)})
+    assert failed and res["msg"] == "REFUSING: %s: no config.json; fetch or copy the checkpoint first" % tmp_path

@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""weights_manifest module: owner writes, workers verify; check mode; idempotence."""
+
+import json
+import os
+import shutil
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import weights as w
+from ansible_collections.dgxspark.vllm.plugins.modules import weights_manifest
+from tests.unit.plugins.module_utils.test_weights import make_checkpoint, make_drafter
+from tests.unit.plugins.modules.utils import run_module
+
+REV = "09b04e5e74bca08ca8549fc736d4cdd8624bfde3"
+
+
+def _owner(tmp_path, **kw):
+    root = make_checkpoint(str(tmp_path / "owner" / "m"), **kw)
+    drafter = make_drafter(str(tmp_path / "owner" / "d"))
+    mpath = str(tmp_path / "state" / "manifest.json")
+    args = {"path": root, "drafter_path": drafter, "state": "written", "manifest_path": mpath,
+            "repo_id": "a/b", "revision": REV, "fix_modes": True, "node": "spark-sim-0"}
+    return root, drafter, mpath, args
+
+
+def _worker(tmp_path, root, drafter):
+    wr, wd = str(tmp_path / "worker" / "m"), str(tmp_path / "worker" / "d")
+    shutil.copytree(root, wr)
+    shutil.copytree(drafter, wd)
+    return wr, wd
+
+
+def test_written_then_idempotent_and_check_mode(tmp_path):
+    root, drafter, mpath, args = _owner(tmp_path)
+    os.chmod(os.path.join(root, "chat_template.jinja"), 0o600)
+    # check mode: reports the change, writes nothing, fixes no mode
+    res, failed = run_module(weights_manifest.main, dict(args, _ansible_check_mode=True))
+    assert not failed and res["changed"] is True and not os.path.exists(mpath)
+    assert res["modes_fixed"] == [os.path.join(root, "chat_template.jinja")]
+    assert oct(os.stat(os.path.join(root, "chat_template.jinja")).st_mode & 0o777) == "0o600"
+    res, failed = run_module(weights_manifest.main, args)
+    assert not failed and res["changed"] is True
+    assert oct(os.stat(os.path.join(root, "chat_template.jinja")).st_mode & 0o777) == "0o644"
+    with open(mpath) as f:
+        on_disk = json.load(f)
+    assert on_disk == res["manifest"] and res["sha256"] == w.manifest_sha256(on_disk)
+    assert oct(os.stat(mpath).st_mode & 0o777) == "0o644"
+    assert on_disk["artifacts"]["checkpoint"]["revision"] == REV
+    assert on_disk["artifacts"]["drafter"]["files"]["model.safetensors"]["sha256"]
+    again, failed = run_module(weights_manifest.main, args)
+    assert not failed and again["changed"] is False and again["sha256"] == res["sha256"]
+    assert again["diff"] == {"before": {"sha256": res["sha256"]}, "after": {"sha256": res["sha256"]}}
+
+
+def test_verified_clean_copy(tmp_path):
+    root, drafter, _m, args = _owner(tmp_path)
+    owner, _f = run_module(weights_manifest.main, args)
+    wr, wd = _worker(tmp_path, root, drafter)
+    res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
+                                                     "node": "spark-sim-1"})
+    assert not failed and res["changed"] is False and res["problems"] == [] and res["plan"] == {}
+    assert res["sha256"] == owner["sha256"]
+
+
+def test_verified_failures_name_node_and_file(tmp_path):
+    root, drafter, _m, args = _owner(tmp_path)
+    owner, _f = run_module(weights_manifest.main, args)
+    wr, wd = _worker(tmp_path, root, drafter)
+    shard = os.path.join(wr, "model-00001-of-00002.safetensors")
+    size = os.path.getsize(shard)
+    with open(shard, "r+b") as f:
+        f.truncate(size // 2)
+    os.remove(os.path.join(wr, "chat_template.jinja"))
+    os.chmod(os.path.join(wr, "tokenizer.json"), 0o600)
+    with open(os.path.join(wd, "model.safetensors"), "r+b") as f:
+        f.seek(20)
+        f.write(b"X")  # same size, different drafter bytes
+    res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
+                                                     "node": "spark-sim-1"})
+    assert failed
+    got = sorted((p["artifact"], p["file"], p["item"], p["actual"]) for p in res["problems"])
+    assert [g[:3] for g in got] == [("checkpoint", "chat_template.jinja", "present"),
+                                    ("checkpoint", "model-00001-of-00002.safetensors", "size"),
+                                    ("checkpoint", "tokenizer.json", "mode"),
+                                    ("drafter", "model.safetensors", "sha256")]
+    assert ("checkpoint", "model-00001-of-00002.safetensors", "size", size // 2) in got
+    assert res["msg"].startswith("weights differ from the owner's manifest before launch: spark-sim-1: checkpoint "
+                                 "chat_template.jinja: present expected file, found missing")
+    assert "spark-sim-1: drafter model.safetensors: sha256 expected" in res["msg"]
+    assert res["plan"] == {"checkpoint": {"files": ["chat_template.jinja", "model-00001-of-00002.safetensors"],
+                                          "config_from": None, "all": False},
+                           "drafter": {"files": ["model.safetensors"], "config_from": None, "all": False}}
+    # the role's first pass: no failure, the plan drives the copy; fix_modes repairs the 0600 file
+    res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
+                                                     "node": "spark-sim-1", "fail_on_mismatch": False,
+                                                     "fix_modes": True})
+    assert not failed and res["changed"] is True
+    assert res["modes_fixed"] == [os.path.join(wr, "tokenizer.json")]
+    assert [p["item"] for p in res["problems"]] == ["present", "size", "sha256"]
+
+
+def test_written_owner_incomplete_fails_with_node(tmp_path):
+    root, _d, _m, args = _owner(tmp_path)
+    os.remove(os.path.join(root, "model-00002-of-00002.safetensors"))
+    res, failed = run_module(weights_manifest.main, args)
+    assert failed and res["msg"].startswith("spark-sim-0: %s: 1 shard(s) named by model.safetensors.index.json "
+                                            "are missing on the owner" % root)
+
+
+def test_required_arguments_per_state(tmp_path):
+    root, _d, _m, _a = _owner(tmp_path)
+    res, failed = run_module(weights_manifest.main, {"path": root, "state": "written"})
+    assert failed and res["msg"] == "manifest_path is required with state=written"
+    res, failed = run_module(weights_manifest.main, {"path": root})
+    assert failed and res["msg"] == "expected (the owner's manifest) is required with state=verified"
