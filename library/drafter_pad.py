@@ -1,0 +1,1 @@
+../plugins/modules/drafter_pad.py
