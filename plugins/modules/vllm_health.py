@@ -1,0 +1,540 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_health
+short_description: Readiness, smoke and /metrics checks of a tensor-parallel vLLM group
+version_added: "0.1.0"
+description:
+  - Read-only health gate of a vLLM group started by M(dgxspark.vllm.vllm_rank). It never reports
+    C(changed) and never uses C(/v1/models) for liveness, which answers 200 with a dead engine
+    (operations spec A.6, G#26).
+  - I(mode=wait) runs one readiness cycle on a rank's node. It polls C(GET /health) on the head for
+    up to O(timeout_s) seconds while checking, every O(poll_s) seconds, the state of the local rank
+    container with C(docker inspect). A container that is not running fails at once with its last
+    log lines and a reason class (out of memory, NCCL/Gloo init, missing file, free-memory check,
+    other). It returns the boot phase read from the container log (loading shards k/N, profiling,
+    KV cache, graph capture, API up). Run it on every rank in the same task, in a loop of short
+    cycles, so that a dead worker is seen within one cycle; see C(docs/health.md).
+  - I(mode=smoke) sends one chat completion that must return non-empty C(content); on
+    C(finish_reason=length) with reasoning present it retries with O(retry_max_tokens) and
+    C(reasoning_effort=low) before failing. It reads both C(reasoning) and C(reasoning_content) and
+    flags a closing think tag inside C(content) as a reasoning-parser misconfiguration (field case F14).
+    With O(tool_smoke) it sends a zero-argument tool and a tool with one argument (field case F21).
+    With O(canary) it sends a one-token C(/v1/completions) (A.7).
+  - I(mode=metrics) scrapes C(/metrics) twice O(interval_s) seconds apart: speculative-decoding
+    acceptance from the deltas (F.5), and a wedge verdict (requests running or waiting with the
+    generation-token counter unchanged). With O(ranks) it also reports the KV pool across ranks
+    (minimum, limiting rank, spread; E.3, F16) and checks a KV pin against vLLM's suggestion (F20).
+author:
+  - dgxspark.vllm maintainers
+attributes:
+  check_mode:
+    support: full
+    details: Every mode only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+options:
+  mode:
+    description: Which check to run.
+    type: str
+    required: true
+    choices: [wait, smoke, metrics]
+  base_url:
+    description:
+      - The head's API, C(http://<ansible_host of the head>:<serve.api_port>), without C(/v1).
+      - Required for I(mode=smoke) and I(mode=metrics). Optional for I(mode=wait) (without it the
+        cycle only watches the container).
+    type: str
+  rank:
+    description: Tensor-parallel rank of the node the module runs on; labels the result and messages.
+    type: int
+  container_name:
+    description: Name of the rank container on this node (I(mode=wait)), C(vllm_lane_spec.container.name).
+    type: str
+    default: vllm_rank
+  docker_bin:
+    description: Docker CLI on this node (I(mode=wait)).
+    type: str
+    default: docker
+  timeout_s:
+    description:
+      - I(mode=wait) length of one cycle in seconds; the module returns earlier when C(/health) answers
+        200 and fails earlier when the container is not running.
+    type: float
+    default: 15
+  poll_s:
+    description: Seconds between two probes inside a wait cycle.
+    type: float
+    default: 3
+  log_tail:
+    description: Number of log lines read each wait cycle to find the phase and the failure line.
+    type: int
+    default: 2000
+  last_lines:
+    description: Number of last log lines put into the failure message and result.
+    type: int
+    default: 25
+  request_timeout_s:
+    description: HTTP timeout of one C(/health) or C(/metrics) request, in seconds.
+    type: float
+    default: 10
+  http_timeout_s:
+    description: HTTP timeout of one smoke request (chat, tool call, canary), in seconds.
+    type: float
+    default: 300
+  model:
+    description: Served model name (C(vllm_lane_spec.checkpoint.served_model_name)); required for I(mode=smoke).
+    type: str
+  prompt:
+    description: User message of the smoke chat completion.
+    type: str
+    default: "2+2=?"
+  max_tokens:
+    description: C(max_tokens) of the first smoke attempt (C(vllm_lane_spec.health.smoke_max_tokens)).
+    type: int
+    default: 64
+  retry_max_tokens:
+    description: C(max_tokens) of the retry when the reasoning used every token (F14). Default 4 x O(max_tokens).
+    type: int
+  chat_template_kwargs:
+    description: C(chat_template_kwargs) sent with every chat request.
+    type: dict
+  default_chat_template_kwargs:
+    description: The lane's server default chat-template kwargs; only read to warn (F14).
+    type: dict
+  reasoning_parser:
+    description: The lane's C(--reasoning-parser); named in the F14 message.
+    type: str
+  tool_call_parser:
+    description: The lane's C(--tool-call-parser); named in the F21 message.
+    type: str
+  tool_smoke:
+    description: Send the two tool-call smokes (C(vllm_lane_spec.health.tool_smoke)).
+    type: bool
+    default: false
+  canary:
+    description: Send the one-token C(/v1/completions) canary.
+    type: bool
+    default: true
+  interval_s:
+    description: Seconds between the two C(/metrics) scrapes (I(mode=metrics)).
+    type: float
+    default: 5
+  ranks:
+    description:
+      - I(mode=metrics) boot figures of every rank, each the C(boot) return of I(mode=wait) plus
+        C(rank) and C(host). Gives the KV pool across ranks.
+    type: list
+    elements: dict
+  kv_spread_warn_gib:
+    description: Warn when the available KV memory of two ranks differs by more than this (GiB, F16).
+    type: float
+    default: 2.0
+  kv_pin_bytes:
+    description: The lane's C(--kv-cache-memory) pin in bytes, compared with vLLM's suggestion (F20).
+    type: int
+  fail_on_error:
+    description:
+      - Fail when a smoke check fails or the group is stalled. With C(false) the verdicts are only
+        returned (the role writes its report first, then fails).
+    type: bool
+    default: true
+notes:
+  - Uses only the Python standard library and C(ansible.module_utils.urls); proxies are bypassed.
+seealso:
+  - name: docs/health.md
+    description: The readiness design, the reason classes and the report.
+    link: https://example.invalid/dgxspark/vllm/docs/health.md
+"""
+
+EXAMPLES = r"""
+- name: One readiness cycle on every rank (see roles/vllm_health/tasks/wait_cycle.yml)
+  dgxspark.vllm.vllm_health:
+    mode: wait
+    base_url: "http://{{ hostvars[groups['vllm_head'][0]].ansible_host }}:8000"
+    rank: "{{ vllm_rank }}"
+    container_name: vllm_rank
+    timeout_s: 15
+
+- name: Smoke the head
+  dgxspark.vllm.vllm_health:
+    mode: smoke
+    base_url: http://198.18.10.10:8000
+    model: tiny-glm
+    max_tokens: 32
+    tool_smoke: false
+
+- name: Two scrapes, 10 s apart
+  dgxspark.vllm.vllm_health:
+    mode: metrics
+    base_url: http://198.18.10.10:8000
+    interval_s: 10
+"""
+
+RETURN = r"""
+ready:
+  description: I(mode=wait) C(/health) answered 200 during this cycle.
+  returned: mode is wait
+  type: bool
+health_status:
+  description: HTTP status of the last C(/health) probe; null when the API did not answer.
+  returned: mode is wait
+  type: int
+container:
+  description: C(docker inspect) state of this rank's container.
+  returned: mode is wait
+  type: dict
+  sample: {name: vllm_rank, status: running, running: true, exit_code: 0, oom_killed: false}
+phase:
+  description: Boot phase read from the log (C(phase), C(text), C(shards_loaded), C(shards_total), C(line)).
+  returned: mode is wait
+  type: dict
+  sample: {phase: loading, text: loading shards 49/120, shards_loaded: 49, shards_total: 120}
+boot:
+  description: Boot figures of this rank's full log, read once C(/health) answered 200 (E.3).
+  returned: mode is wait and ready
+  type: dict
+  sample: {available_kv_cache_gib: 5.54, kv_cache_tokens: 603144, max_concurrency: {max_model_len: 262144, factor: 2.3}}
+failure:
+  description: Reason class, signature, the matched line, a fix hint and its source, for a rank that stopped.
+  returned: failed in mode wait
+  type: dict
+  sample: {reason_class: collective_init, signature: gloo_no_address, hint: "..."}
+last_lines:
+  description: The last O(last_lines) lines of the rank's log.
+  returned: mode is wait
+  type: list
+  elements: str
+elapsed_s:
+  description: Seconds spent in this call.
+  returned: always
+  type: float
+smoke:
+  description: I(mode=smoke) verdicts, C(chat) (with every attempt), C(canary), C(tools), C(warnings), C(ok).
+  returned: mode is smoke
+  type: dict
+metrics:
+  description: >-
+    I(mode=metrics) C(first)/C(second) serving counters, C(wedge) verdict, C(spec_decode) (deltas between the
+    scrapes) and C(spec_decode_cumulative), C(kv_pool) when O(ranks) is given.
+  returned: mode is metrics
+  type: dict
+"""
+
+import json
+import time
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+
+
+def http(method, url, timeout, body=None):
+    """(status, text) of one request; status None when nothing answered. Proxies are bypassed."""
+    data = json.dumps(body) if body is not None else None
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    try:
+        resp = open_url(url, method=method, data=data, headers=headers, timeout=timeout, use_proxy=False,
+                        validate_certs=False, follow_redirects="none")
+        return resp.getcode(), resp.read().decode("utf-8", "replace")
+    except HTTPError as e:
+        try:
+            text = e.read().decode("utf-8", "replace")
+        except Exception:
+            text = ""
+        return e.code, text
+    except (URLError, OSError, ValueError) as e:
+        return None, str(e)
+    except Exception as e:  # socket timeouts surface as several types across Python versions
+        return None, str(e)
+
+
+def post_json(url, body, timeout):
+    status, text = http("POST", url, timeout, body)
+    try:
+        parsed = json.loads(text) if text else None
+    except ValueError:
+        parsed = None
+    return status, parsed, text
+
+
+# ---- wait -----------------------------------------------------------------------------------
+
+def container_state(module, name):
+    p = module.params
+    rc, out, err = module.run_command([p["docker_bin"], "inspect", "--type", "container", "--format",
+                                       "{{json .State}}", name])
+    if rc != 0:
+        if "No such" in err or "no such" in err:
+            return {"name": name, "status": "absent", "running": False, "exit_code": None,
+                    "oom_killed": False, "error": None}
+        module.fail_json(msg="rank %s: docker inspect %s failed (rc %s): %s. Fix: check that the deploy user can "
+                             "run %s on this node (F22)" % (p["rank"], name, rc, err.strip(), p["docker_bin"]),
+                         rc=rc, stderr=err)
+    st = json.loads(out or "{}")
+    return {"name": name, "status": st.get("Status"), "running": bool(st.get("Running")),
+            "exit_code": st.get("ExitCode"), "oom_killed": bool(st.get("OOMKilled")),
+            "error": st.get("Error") or None, "started_at": st.get("StartedAt"),
+            "finished_at": st.get("FinishedAt")}
+
+
+def container_log(module, name, tail):
+    """stdout and stderr merged in docker's order (tracebacks go to stderr, INFO lines to stdout)."""
+    p = module.params
+    argv = [p["docker_bin"], "logs"]
+    if tail:
+        argv += ["--tail", str(int(tail))]
+    argv.append(name)
+    rc, out, err = module.run_command(argv)
+    # fallback without a shell: the two streams come back apart, stderr (tracebacks) last
+    return (out or "") + (err or "") if rc == 0 else ""
+
+
+def merged_log(module, name, tail):
+    p = module.params
+    cmd = "%s logs %s%s 2>&1" % (_q(p["docker_bin"]), ("--tail %d " % int(tail)) if tail else "", _q(name))
+    rc, out, _err = module.run_command(["/bin/sh", "-c", cmd])
+    if rc != 0:
+        return container_log(module, name, tail)
+    return out or ""
+
+
+def _q(s):
+    return "'" + str(s).replace("'", "'\"'\"'") + "'"
+
+
+def run_wait(module):
+    p = module.params
+    name = p["container_name"]
+    start = time.time()
+    status = None
+    ready = False
+    state = None
+    while True:
+        state = container_state(module, name)
+        if not state["running"]:
+            fail_stopped(module, state, start)
+        if p["base_url"]:
+            status, _text = http("GET", p["base_url"].rstrip("/") + "/health", p["request_timeout_s"])
+            if status == 200:
+                ready = True
+                break
+            if status is not None and status >= 500 and p["rank"] == 0:
+                fail_stopped(module, state, start, health_status=status)
+        if time.time() - start + p["poll_s"] > p["timeout_s"]:
+            break
+        time.sleep(p["poll_s"])
+    text = merged_log(module, name, p["log_tail"])
+    result = {"changed": False, "ready": ready, "health_status": status, "container": state, "rank": p["rank"],
+              "phase": H.parse_phase(text), "last_lines": H.split_log_lines(text)[-p["last_lines"]:],
+              "elapsed_s": round(time.time() - start, 1)}
+    if ready:
+        boot = H.parse_boot_log(merged_log(module, name, 0))
+        result["boot"] = boot
+    module.exit_json(**result)
+
+
+def fail_stopped(module, state, start, health_status=None):
+    p = module.params
+    text = merged_log(module, state["name"], p["log_tail"]) if state["status"] != "absent" else ""
+    lines = H.split_log_lines(text)
+    failure = H.classify_failure(text, oom_killed=state.get("oom_killed"), exit_code=state.get("exit_code"))
+    last = lines[-p["last_lines"]:]
+    if health_status is not None:
+        what = "the head's /health answers %s (engine dead) while its container still runs" % health_status
+    elif state["status"] == "absent":
+        what = "container %s does not exist on this node" % state["name"]
+        failure = {"reason_class": "other", "signature": "absent", "line": None,
+                   "hint": "the rank was never started or was removed: run the vllm_ranks role (all ranks)",
+                   "source": "A.5", "extract": {}}
+    else:
+        what = "container %s is %s (exit code %s, OOMKilled %s)" % (state["name"], state["status"],
+                                                                  state.get("exit_code"), state.get("oom_killed"))
+    msg = ("rank %s: %s. Reason class: %s (%s). %s Fix: %s [%s]. Last %d log lines:\n%s"
+           % (p["rank"], what, failure["reason_class"], failure["signature"],
+              ("Line: %s." % failure["line"]) if failure.get("line") else "",
+              failure["hint"], failure["source"], len(last), "\n".join(last)))
+    module.fail_json(msg=msg, ready=False, health_status=health_status, container=state, rank=p["rank"],
+                     failure=failure, last_lines=last, phase=H.parse_phase(text),
+                     elapsed_s=round(time.time() - start, 1))
+
+
+# ---- smoke ----------------------------------------------------------------------------------
+
+def chat_request(p, max_tokens, extra_kwargs=None, messages=None, tools=None):
+    body = {"model": p["model"], "messages": messages or [{"role": "user", "content": p["prompt"]}],
+            "max_tokens": max_tokens, "temperature": 0}
+    kwargs = dict(p["chat_template_kwargs"] or {})
+    kwargs.update(extra_kwargs or {})
+    if kwargs:
+        body["chat_template_kwargs"] = kwargs
+    if tools:
+        body["tools"] = tools
+        body["tool_choice"] = "auto"  # a named choice would bypass the tool parser under test (F21)
+    return body
+
+
+def run_smoke(module):
+    p = module.params
+    base = p["base_url"].rstrip("/")
+    start = time.time()
+    warnings = H.default_kwargs_warnings(p["default_chat_template_kwargs"], p["reasoning_parser"])
+    failures = []
+    attempts = []
+    plan = [(p["max_tokens"], None),
+            (p["retry_max_tokens"] or 4 * p["max_tokens"], {"reasoning_effort": "low"})]
+    chat_ok = False
+    for max_tokens, extra in plan:
+        body = chat_request(p, max_tokens, extra)
+        t0 = time.time()
+        status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"])
+        if status != 200:
+            verdict = {"ok": False, "action": "fail", "issue": "http_%s" % status,
+                       "msg": "chat completion returned HTTP %s: %s" % (status, (text or "")[:300])}
+        else:
+            verdict = H.evaluate_chat(parsed, p["reasoning_parser"])
+        verdict.update({"max_tokens": max_tokens, "chat_template_kwargs": body.get("chat_template_kwargs"),
+                        "http_status": status, "seconds": round(time.time() - t0, 2),
+                        "usage": (parsed or {}).get("usage") if isinstance(parsed, dict) else None})
+        attempts.append(verdict)
+        if verdict["action"] != "retry":
+            chat_ok = verdict["ok"]
+            break
+    if not chat_ok:
+        failures.append("chat: " + attempts[-1]["msg"])
+    if len(attempts) > 1 and chat_ok:
+        warnings.append("the first chat attempt ran out of tokens in reasoning (%d max_tokens); passed with %d and "
+                        "reasoning_effort low: raise health.smoke_max_tokens (F14)"
+                        % (attempts[0]["max_tokens"], attempts[-1]["max_tokens"]))
+    result = {"chat": {"ok": chat_ok, "attempts": attempts}, "warnings": warnings}
+
+    if p["canary"]:
+        status, parsed, text = post_json(base + "/v1/completions",
+                                         {"model": p["model"], "prompt": "1", "max_tokens": 1, "temperature": 0},
+                                         p["http_timeout_s"])
+        canary = H.evaluate_canary(parsed) if status == 200 else {
+            "ok": False, "msg": "canary returned HTTP %s: %s" % (status, (text or "")[:300])}
+        canary["http_status"] = status
+        result["canary"] = canary
+        if not canary["ok"]:
+            failures.append("canary: " + canary["msg"])
+
+    tools = []
+    if p["tool_smoke"]:
+        cases = [
+            ("get_time", {}, "What time is it?",
+             {"type": "object", "properties": {}}),
+            ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",
+             {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        ]
+        for name, args, question, schema in cases:
+            spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
+            body = chat_request(p, max(p["max_tokens"], 256), None,
+                                messages=[{"role": "user", "content": question}], tools=spec)
+            status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"])
+            if status == 200:
+                v = H.evaluate_tool_call(parsed, name, args, p["tool_call_parser"])
+            else:
+                v = {"ok": False, "tool": name, "issue": "http_%s" % status,
+                     "msg": "tool smoke %s returned HTTP %s: %s" % (name, status, (text or "")[:300])}
+            v["http_status"] = status
+            tools.append(v)
+            if not v["ok"]:
+                failures.append("tool %s: %s" % (name, v["msg"]))
+    result["tools"] = tools
+    result["ok"] = not failures
+    result["failures"] = failures
+    out = {"changed": False, "smoke": result, "elapsed_s": round(time.time() - start, 1)}
+    if failures and p["fail_on_error"]:
+        module.fail_json(msg="smoke failed on %s: %s" % (base, "; ".join(failures)), **out)
+    module.exit_json(**out)
+
+
+# ---- metrics --------------------------------------------------------------------------------
+
+def scrape(module, url):
+    status, text = http("GET", url, module.params["request_timeout_s"])
+    if status != 200:
+        module.fail_json(msg="GET %s returned %s: %s. Fix: the head's API must be up (run mode wait first)"
+                             % (url, status, (text or "")[:200]))
+    return H.parse_metrics(text)
+
+
+def run_metrics(module):
+    p = module.params
+    url = p["base_url"].rstrip("/") + "/metrics"
+    start = time.time()
+    s1 = scrape(module, url)
+    time.sleep(p["interval_s"])
+    s2 = scrape(module, url)
+    c1, c2 = H.serving_counters(s1), H.serving_counters(s2)
+    sd1, sd2 = H.spec_decode_counters(s1), H.spec_decode_counters(s2)
+    metrics = {"first": c1, "second": c2, "wedge": H.wedge_verdict(c1, c2, p["interval_s"]),
+               "spec_decode": H.spec_decode_stats(sd2, sd1), "spec_decode_cumulative": H.spec_decode_stats(sd2),
+               "samples": len(s2)}
+    if p["ranks"]:
+        metrics["kv_pool"] = H.kv_pool_summary(p["ranks"], p["kv_spread_warn_gib"], p["kv_pin_bytes"])
+    out = {"changed": False, "metrics": metrics, "elapsed_s": round(time.time() - start, 1)}
+    if metrics["wedge"]["stalled"] and p["fail_on_error"]:
+        module.fail_json(msg="%s: %s" % (url, metrics["wedge"]["msg"]), **out)
+    module.exit_json(**out)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type="str", required=True, choices=["wait", "smoke", "metrics"]),
+            base_url=dict(type="str"),
+            rank=dict(type="int"),
+            container_name=dict(type="str", default="vllm_rank"),
+            docker_bin=dict(type="str", default="docker"),
+            timeout_s=dict(type="float", default=15),
+            poll_s=dict(type="float", default=3),
+            log_tail=dict(type="int", default=2000),
+            last_lines=dict(type="int", default=25),
+            request_timeout_s=dict(type="float", default=10),
+            http_timeout_s=dict(type="float", default=300),
+            model=dict(type="str"),
+            prompt=dict(type="str", default="2+2=?"),
+            max_tokens=dict(type="int", default=64),
+            retry_max_tokens=dict(type="int"),
+            chat_template_kwargs=dict(type="dict"),
+            default_chat_template_kwargs=dict(type="dict"),
+            reasoning_parser=dict(type="str"),
+            tool_call_parser=dict(type="str"),
+            tool_smoke=dict(type="bool", default=False),
+            canary=dict(type="bool", default=True),
+            interval_s=dict(type="float", default=5),
+            ranks=dict(type="list", elements="dict"),
+            kv_spread_warn_gib=dict(type="float", default=2.0),
+            kv_pin_bytes=dict(type="int"),
+            fail_on_error=dict(type="bool", default=True),
+        ),
+        required_if=[("mode", "smoke", ["base_url", "model"]), ("mode", "metrics", ["base_url"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["poll_s"] <= 0 or p["timeout_s"] <= 0:
+        module.fail_json(msg="timeout_s (%s) and poll_s (%s) must be positive seconds" % (p["timeout_s"], p["poll_s"]))
+    if p["base_url"] and not p["base_url"].startswith(("http://", "https://")):
+        module.fail_json(msg="base_url %r must start with http:// or https:// (the head's API, e.g. "
+                             "http://<head ansible_host>:<serve.api_port>)" % p["base_url"])
+    if p["mode"] == "wait":
+        run_wait(module)
+    elif p["mode"] == "smoke":
+        run_smoke(module)
+    run_metrics(module)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""vllm_health module against a recorded-answer HTTP stub and a fake docker CLI.
+
+The fake docker prints a container state and a log from files the test writes, the way
+`docker inspect --format '{{json .State}}'` and `docker logs` print them.
+"""
+import importlib.util
+import json
+import os
+import stat
+import time
+
+import pytest
+import yaml
+
+from ansible_collections.dgxspark.vllm.plugins.modules import vllm_health
+from tests.unit.conftest import FIXTURES, ROOT, read_fixture
+from tests.unit.plugins.modules.utils import run_module
+
+_spec = importlib.util.spec_from_file_location("vllm_stub", os.path.join(ROOT, "molecule", "vllm_health", "files",
+                                                                         "vllm_stub.py"))
+stub = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stub)
+
+FAKE_DOCKER = """#!/bin/sh
+d=%(dir)s
+case "$1" in
+  inspect) if [ -f "$d/state.json" ]; then cat "$d/state.json"; else echo "Error: No such container: $7" >&2; exit 1; fi ;;
+  logs) if [ "$2" = "--tail" ]; then tail -n "$3" "$d/log.txt"; else cat "$d/log.txt"; fi ;;
+esac
+"""
+
+
+@pytest.fixture
+def docker(tmp_path):
+    path = tmp_path / "docker"
+    path.write_text(FAKE_DOCKER % {"dir": str(tmp_path)})
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+    def set_state(running=True, status=None, exit_code=0, oom=False, log=""):
+        (tmp_path / "state.json").write_text(json.dumps({
+            "Status": status or ("running" if running else "exited"), "Running": running,
+            "ExitCode": exit_code, "OOMKilled": oom, "Error": "", "StartedAt": "2026-11-30T15:00:00Z"}))
+        (tmp_path / "log.txt").write_text(log)
+    set_state.bin = str(path)
+    set_state.dir = tmp_path
+    return set_state
+
+
+@pytest.fixture
+def api():
+    servers = []
+
+    def start(answers):
+        server, state = stub.serve(answers)
+        servers.append(server)
+        return "http://127.0.0.1:%d" % server.server_address[1], state
+    yield start
+    for s in servers:
+        s.shutdown()
+
+
+def fx(*parts):
+    return read_fixture("health", *parts)
+
+
+def yml(*parts):
+    with open(os.path.join(FIXTURES, "health", *parts), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+# ---- wait -----------------------------------------------------------------------------------
+
+def test_wait_dead_worker_fails_at_once_with_reason_and_last_lines(docker):
+    log = ("(Worker_TP1 pid=7) INFO starting\n"
+           + fx("vllm-logs", "errors", "gloo-unable-to-find-address.log"))
+    docker(running=False, exit_code=1, log=log)
+    t0 = time.time()
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "base_url": "http://127.0.0.1:9", "timeout_s": 30})
+    assert failed and time.time() - t0 < 5
+    assert res["failure"]["reason_class"] == "collective_init"
+    assert res["failure"]["signature"] == "gloo_no_address"
+    assert res["failure"]["extract"] == {"ifname": "enp1s0f1np1"}
+    assert res["last_lines"][-1].endswith("Unable to find address for: enp1s0f1np1")
+    assert res["msg"].startswith("rank 1: container vllm_rank is exited (exit code 1, OOMKilled False). "
+                                 "Reason class: collective_init (gloo_no_address).")
+    assert "Unable to find address for: enp1s0f1np1" in res["msg"]
+
+
+def test_wait_oom_killed(docker):
+    docker(running=False, exit_code=137, oom=True, log="(Worker_TP1 pid=7) Loading safetensors checkpoint "
+                                                       "shards:  40% Completed | 2/5 [00:01<00:01]\n")
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin})
+    assert failed and res["failure"]["reason_class"] == "out_of_memory"
+    assert res["phase"]["text"] == "loading shards 2/5"
+
+
+def test_wait_absent_container(docker):
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 2, "docker_bin": docker.bin,
+                                                "container_name": "vllm_x"})
+    assert failed and res["failure"]["signature"] == "absent"
+    assert "container vllm_x does not exist" in res["msg"]
+
+
+def test_wait_cycle_not_ready_reports_phase(docker):
+    lines = fx("vllm-logs", "startup", "glm53-tp2-deploy-report-boot.log").splitlines()
+    docker(running=True, log="\n".join(lines[:6]) + "\n")
+    t0 = time.time()
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 0, "docker_bin": docker.bin,
+                                                "base_url": "http://127.0.0.1:9", "timeout_s": 1.5,
+                                                "poll_s": 0.5})
+    assert not failed
+    assert res["ready"] is False and res["health_status"] is None
+    assert res["phase"]["phase"] == "kv_cache"
+    assert 1.0 <= time.time() - t0 < 4
+    assert "boot" not in res
+
+
+def test_wait_ready_returns_boot_figures(docker, api):
+    docker(running=True, log=fx("vllm-logs", "startup", "glm53-tp2-deploy-report-boot.log"))
+    url, state = api({"GET /health": {"status": 200, "body": ""},
+                      "GET /v1/models": {"status": 500, "body": "never asked"}})
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 0, "docker_bin": docker.bin,
+                                                "base_url": url, "timeout_s": 5})
+    assert not failed and res["ready"] is True and res["health_status"] == 200
+    assert res["phase"]["phase"] == "api_up"
+    assert res["boot"]["kv_cache_tokens"] == 603144
+    assert [r["path"] for r in state.seen] == ["/health"]  # never /v1/models (A.6)
+
+
+def test_wait_head_health_503_fails_with_head_log(docker, api):
+    docker(running=True, log=fx("vllm-logs", "errors", "persistent-topk-oversubscribe.log"))
+    url, _state = api({"GET /health": {"status": 503, "body": ""}})
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 0, "docker_bin": docker.bin,
+                                                "base_url": url})
+    assert failed and res["health_status"] == 503
+    assert res["failure"]["signature"] == "topk_wall"
+    assert "answers 503 (engine dead)" in res["msg"]
+
+
+# ---- smoke ----------------------------------------------------------------------------------
+
+def test_smoke_f14_retry_then_pass(api):
+    f14 = yml("api", "f14-chat-completion-length-empty-content.yaml")
+    good = {"choices": [{"message": {"content": "391", "reasoning": "17*23"}, "finish_reason": "stop"}],
+            "usage": {"completion_tokens": 120}}
+    url, state = api({"POST /v1/chat/completions": [{"body": f14}, {"body": good}],
+                      "POST /v1/completions": {"body": {"choices": [{"text": "2"}], "usage": {"completion_tokens": 1}}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "glm-5.3-flash",
+                                                "max_tokens": 200})
+    assert not failed
+    att = res["smoke"]["chat"]["attempts"]
+    assert [a["action"] for a in att] == ["retry", "pass"]
+    assert state.seen[0]["body"]["max_tokens"] == 200
+    assert state.seen[1]["body"]["max_tokens"] == 800
+    assert state.seen[1]["body"]["chat_template_kwargs"] == {"reasoning_effort": "low"}
+    assert state.seen[2] == {"method": "POST", "path": "/v1/completions",
+                             "body": {"model": "glm-5.3-flash", "prompt": "1", "max_tokens": 1, "temperature": 0}}
+    assert "raise health.smoke_max_tokens" in res["smoke"]["warnings"][0]
+
+
+def test_smoke_f14_think_tag_fails_naming_parser(api):
+    raw = yml("api", "f14-completions-raw-text.yaml")["text"]
+    url, _ = api({"POST /v1/chat/completions": {"body": {"choices": [{"message": {"content": raw},
+                                                                      "finish_reason": "stop"}]}},
+                  "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m",
+                                                "reasoning_parser": "glm45"})
+    assert failed
+    assert "reasoning parser (glm45)" in res["msg"]
+    assert res["smoke"]["chat"]["attempts"][0]["issue"] == "think_tag_in_content"
+
+
+def test_smoke_f21_tools(api):
+    req = yml("api", "f21-tool-request-zero-arg.yaml")
+
+    def call(name, args):
+        return {"body": {"choices": [{"message": {"content": None, "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": name, "arguments": args}}]},
+            "finish_reason": "tool_calls"}]}}
+    url, state = api({
+        "POST /v1/chat/completions": {"body": {"choices": [{"message": {"content": "4"}, "finish_reason": "stop"}]}},
+        "POST /v1/chat/completions#tool=get_time": call("get_time", "{}"),
+        "POST /v1/chat/completions#tool=get_weather": call("get_weather", '{"city": "Berlin"}'),
+        "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "glm-5.3-flash",
+                                                "tool_smoke": True, "tool_call_parser": "glm47"})
+    assert not failed, res.get("msg")
+    assert [t["ok"] for t in res["smoke"]["tools"]] == [True, True]
+    sent = [r["body"] for r in state.seen if r["body"] and r["body"].get("tools")]
+    # the zero-argument request is the F21 one (same tool, same empty schema, same question)
+    assert sent[0]["tools"][0]["function"]["name"] == req["tools"][0]["function"]["name"]
+    assert sent[0]["tools"][0]["function"]["parameters"] == req["tools"][0]["function"]["parameters"]
+    assert sent[0]["messages"] == req["messages"]
+    assert sent[0]["tool_choice"] == "auto"
+
+
+def test_smoke_f21_dropped_tool_call_fails(api):
+    plain = {"body": {"choices": [{"message": {"content": "It is noon."}, "finish_reason": "stop"}]}}
+    url, _ = api({"POST /v1/chat/completions": plain, "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m", "tool_smoke": True,
+                                                "tool_call_parser": "glm47"})
+    assert failed
+    assert "tool get_time: no tool call for 'get_time'" in res["msg"]
+    assert "tool-call parser glm47 failed" in res["msg"]
+
+
+def test_smoke_report_only_mode_does_not_fail(api):
+    url, _ = api({"POST /v1/chat/completions": {"status": 500, "body": {"error": "EngineDeadError"}},
+                  "POST /v1/completions": {"status": 500, "body": ""}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m",
+                                                "fail_on_error": False})
+    assert not failed and res["smoke"]["ok"] is False
+    assert res["smoke"]["failures"][0].startswith("chat: chat completion returned HTTP 500")
+    assert res["smoke"]["canary"]["ok"] is False
+
+
+# ---- metrics --------------------------------------------------------------------------------
+
+def test_metrics_spec_decode_delta_and_kv_pool(api):
+    s08 = fx("metrics", "glm53-spec-decode-7pos.prom")
+    first = s08.replace("11325.0", "1325.0").replace("78806.0", "8806.0").replace("29746.0", "4746.0")
+    for a, b in (("8856.0", "856.0"), ("6387.0", "1387.0"), ("4677.0", "677.0"), ("3480.0", "480.0"),
+                 ("2608.0", "608.0"), ("2073.0", "73.0"), ("1665.0", "665.0")):
+        first = first.replace(a, b)
+    url, _ = api({"GET /metrics": [{"body": first}, {"body": s08}]})
+    boot_a = vllm_health.H.parse_boot_log(fx("vllm-logs", "per-rank", "f16-node-a-worker-tp0.log"))
+    boot_b = vllm_health.H.parse_boot_log(fx("vllm-logs", "per-rank", "f16-node-b-worker-tp1.log"))
+    res, failed = run_module(vllm_health.main, {
+        "mode": "metrics", "base_url": url, "interval_s": 0.1,
+        "ranks": [dict(boot_a, rank=0, host="node-a"), dict(boot_b, rank=1, host="node-b")]})
+    assert not failed
+    m = res["metrics"]
+    assert m["spec_decode"]["acceptance_rate"] == 0.3571
+    assert m["spec_decode"]["per_position_rate"] == [0.8, 0.5, 0.4, 0.3, 0.2, 0.2, 0.1]
+    assert m["spec_decode_cumulative"]["acceptance_rate"] == 0.3775
+    assert m["spec_decode_cumulative"]["mean_acceptance_length"] == 3.63
+    assert (m["kv_pool"]["effective_kv_gib"], m["kv_pool"]["limiting_rank"]) == (5.54, 1)
+    assert m["wedge"]["stalled"] is None  # S08 carries no generation counter
+
+
+def test_metrics_wedge_fails(api):
+    body = ('vllm:num_requests_running{engine="0"} 2.0\nvllm:num_requests_waiting{engine="0"} 0.0\n'
+            'vllm:generation_tokens_total{engine="0"} 4096.0\n')
+    url, _ = api({"GET /metrics": {"body": body}})
+    res, failed = run_module(vllm_health.main, {"mode": "metrics", "base_url": url, "interval_s": 0.1})
+    assert failed
+    assert "stalled: 2 running, 0 waiting, generation tokens unchanged at 4096" in res["msg"]
+
+
+def test_bad_base_url_message():
+    res, failed = run_module(vllm_health.main, {"mode": "metrics", "base_url": "198.18.10.10:8000"})
+    assert failed and "must start with http://" in res["msg"]
