@@ -337,8 +337,16 @@ def port_index(netdev):
 # ---------------------------------------------------------------------------------------------
 # Per-host facts (the shape the rdma_facts module returns)
 
-def build_host_facts(ibdev_rows, netdevs, gid_tables, cma_total_kib=None, kernel=None):
-    """Combine parsed inputs into ``{hcas: [...], netdevs: {...}, cma_total_kib, kernel}``.
+def is_loopback_address(address):
+    try:
+        return ipaddress.ip_address(u'%s' % address).is_loopback
+    except ValueError:
+        return False
+
+
+def build_host_facts(ibdev_rows, netdevs, gid_tables, cma_total_kib=None, kernel=None,
+                     hostname=None, hostname_ipv4=None):
+    """Combine parsed inputs into ``{hcas, netdevs, cma_total_kib, kernel, hostname, hostname_ipv4}``.
 
     ``gid_tables`` maps ``(hca, port)`` (or ``hca``) to ``read_gid_table`` output.
     """
@@ -362,7 +370,8 @@ def build_host_facts(ibdev_rows, netdevs, gid_tables, cma_total_kib=None, kernel
             'roce_v2_gid_index': select_roce_v2_gid_index(table, addr['address'] if addr else None),
             'gids': [g for g in table if not gid_is_zero(g['gid'])],
         })
-    return {'hcas': hcas, 'netdevs': netdevs, 'cma_total_kib': cma_total_kib, 'kernel': kernel}
+    return {'hcas': hcas, 'netdevs': netdevs, 'cma_total_kib': cma_total_kib, 'kernel': kernel,
+            'hostname': hostname, 'hostname_ipv4': list(hostname_ipv4 or [])}
 
 
 def parse_cma_total_kib(meminfo_text):
@@ -422,7 +431,7 @@ def expand_nccl_ib_hca(value, hcas):
     """``{devices, warnings}`` for a user value against one host's HCA facts (F04 'roce')."""
     names = [h['hca'] for h in hcas]
     devices = match_nccl_ib_hca(value, names)
-    down = [h['hca'] for h in hcas if h['hca'] in devices and h.get('state') != 'Up']
+    down = sorted((h['hca'] for h in hcas if h['hca'] in devices and h.get('state') != 'Up'), key=device_sort_key)
     warnings = []
     if down:
         warnings.append('NCCL_IB_HCA=%s also matches Down HCAs %s (Down ports are included implicitly); '
@@ -705,6 +714,12 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface):
             else:
                 view['gid_index'] = idx[0]
                 view['errors'].extend(check_gid_index(h, facts, view['hcas'], idx[0]))
+        resolved = facts.get('hostname_ipv4') or []
+        if resolved and is_loopback_address(resolved[0]):
+            view['errors'].append('%s: host name %s resolves to %s (loopback), so Gloo/TCPStore can bind to '
+                                  'loopback and peers get "Connection refused" (F26): map %s to %s in /etc/hosts '
+                                  'instead of %s' % (h, facts.get('hostname'), resolved[0], facts.get('hostname'),
+                                                     view['rendezvous_ip'] or 'its rendezvous address', resolved[0]))
         cma = facts.get('cma_total_kib')
         if cma == 0:
             msg = ('%s: CmaTotal is 0 kB on kernel %s; ibv_reg_mr fails with ENOMEM (F07): boot a kernel with '

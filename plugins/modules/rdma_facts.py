@@ -19,7 +19,8 @@ description:
     169.254 autoconf address, field case S04), MTU, operstate and the RoCE v2 GID index whose GID is the
     IPv4-mapped form of that address (operations spec C.6; field case F03). The index is looked up on
     every run because it is not stable across reboots.
-  - Also reports C(CmaTotal) from O(meminfo_path) (field case F07) and the running kernel.
+  - Also reports C(CmaTotal) from O(meminfo_path) (field case F07), the running kernel, and what the
+    host name resolves to (field case F26).
   - Read-only; returns the same data in check mode.
 author:
   - dgxspark.vllm maintainers
@@ -126,6 +127,15 @@ ansible_facts:
           description: Running kernel release (C(uname -r)).
           type: str
           returned: always
+        hostname:
+          description: The node's host name.
+          type: str
+          returned: always
+        hostname_ipv4:
+          description: IPv4 addresses the host name resolves to, resolver order (a loopback first entry is field case F26).
+          type: list
+          elements: str
+          returned: always
 rdma_facts:
   description: Same as RV(ansible_facts.rdma_facts), for C(register).
   returned: always
@@ -134,6 +144,7 @@ rdma_facts:
 
 import os
 import shlex
+import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.rdma import (
@@ -162,6 +173,19 @@ def _run(module, cmd, args, tool):
     return out
 
 
+def _resolve_hostname():
+    """The node's host name and the IPv4 addresses it resolves to, in resolver order (F26)."""
+    name = socket.gethostname()
+    out = []
+    try:
+        for info in socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM):
+            if info[4][0] not in out:
+                out.append(info[4][0])
+    except socket.error:
+        pass
+    return name, out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -184,7 +208,9 @@ def main():
         if os.path.exists(p['meminfo_path']):
             with open(p['meminfo_path']) as f:
                 cma = parse_cma_total_kib(f.read())
-        facts = build_host_facts(rows, netdevs, tables, cma_total_kib=cma, kernel=os.uname()[2])
+        name, resolved = _resolve_hostname()
+        facts = build_host_facts(rows, netdevs, tables, cma_total_kib=cma, kernel=os.uname()[2],
+                                 hostname=name, hostname_ipv4=resolved)
     except RdmaError as e:
         module.fail_json(msg=str(e))
     module.exit_json(changed=False, rdma_facts=facts, ansible_facts={'rdma_facts': facts})
