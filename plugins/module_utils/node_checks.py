@@ -417,10 +417,11 @@ def node_checks(host, node, lane_spec):
             % (host, total, mem_min)))
 
     if req.get("swap_required"):
-        swap = node.get("swap_total_gib") or 0
+        swap = node.get("swap_total_gib")
+        swap = 0.0 if swap is None else float(swap)
         checks.append(_check(
             "swap", swap > 0, swap,
-            "%s: swap total is %s GiB but the lane requires swap (operations-spec C.1, G#6: without swap the "
+            "%s: swap total is %.2f GiB but the lane requires swap (operations-spec C.1, G#6: without swap the "
             "worker is killed during the MoE Marlin repack). Fix: run role node_prep (it creates "
             "node_prep_swap_file when no swap exists) or add a swap file and swapon it." % (host, swap)))
 

@@ -1,0 +1,60 @@
+"""The node_* filters: wiring to module_utils and the errors they raise on bad input."""
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.filter.node_checks import FilterModule
+from tests.unit.conftest import ROOT, read_fixture
+
+F = FilterModule().filters()
+
+
+def sim_lane():
+    with open(ROOT + '/lanes/sim_cpu_tp2.yml') as f:
+        return yaml.safe_load(f)
+
+
+def test_filter_names_are_node_prefixed():
+    assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo', 'node_parse_id',
+                         'node_preflight_checks', 'node_utilization_verdict', 'node_version_satisfies']
+
+
+def test_sim_lane_disk_and_cache():
+    lane = sim_lane()
+    assert F['node_disk_needs'](lane) == {lane['checkpoint']['host_path']: float(lane['requirements']['disk_gib'])}
+    # /cache is mounted from container.cache_dir; HF_HOME=/cache/huggingface lands below it
+    assert F['node_cache_dirs'](lane) == [lane['container']['cache_dir'], lane['container']['cache_dir'] + '/huggingface']
+
+
+def test_meminfo_and_id():
+    assert F['node_meminfo'](read_fixture('node', 'proc-meminfo-cmatotal-0kb-excerpt.txt')) == {'CmaTotal': 0}
+    assert F['node_parse_id'](read_fixture('node', 'f22-node-c-id-no-docker-group.txt'))['groups'] == ['user', 'adm', 'sudo']
+
+
+def test_runtime_yml_range_accepts_this_controller():
+    import ansible.release
+    with open(ROOT + '/meta/runtime.yml') as f:
+        spec = yaml.safe_load(f)['requires_ansible']
+    assert F['node_version_satisfies'](ansible.release.__version__, spec) is True
+    assert F['node_version_satisfies']('2.18.3', spec) is False
+
+
+def test_bad_inputs_raise_filter_errors():
+    with pytest.raises(AnsibleFilterError, match='node_preflight_checks: preflight_node must be a mapping, got str'):
+        F['node_preflight_checks']('x', {}, 'h')
+    with pytest.raises(AnsibleFilterError, match="node_version_satisfies: cannot read version clause '~2' in '~2'"):
+        F['node_version_satisfies']('2.19.1', '~2')
+    with pytest.raises(AnsibleFilterError, match='node_utilization_verdict: no node facts'):
+        F['node_utilization_verdict']({}, 0.8)
+
+
+def test_checks_through_the_filter():
+    lane = sim_lane()
+    node = {'mem_total_gib': 23.54, 'swap_total_gib': 0.0,
+            'disk': {lane['checkpoint']['host_path']: {'probe': '/var/tmp', 'device': 5, 'free_gib': 2.0}},
+            'hostname_resolution': {'hostname': 'spark-sim-0', 'addresses': ['198.18.10.10'], 'loopback': False}}
+    checks = F['node_preflight_checks'](node, lane, 'spark-sim-0')
+    assert [(c['name'], c['ok']) for c in checks] == [('mem_total', True), ('disk', False), ('hostname_not_loopback', True)]
+    assert checks[1]['message'] == (
+        'spark-sim-0: 2.00 GiB free on the filesystem of /var/tmp/models/tiny-glm (probed at /var/tmp), the lane '
+        'needs 6.00 GiB (requirements.disk_gib). Fix: free space there or move these paths to a larger disk.')
