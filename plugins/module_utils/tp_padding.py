@@ -359,13 +359,21 @@ def tensor_pad_spec(name, shape, geo):
 
 
 # ---------------------------------------------------------------------------------------------
-# safetensors codec. numpy has no bfloat16, so safetensors.numpy cannot load a bf16 drafter;
-# padding only appends zero bits, which is 0.0 in every float format, so tensors are handled
-# as raw integers of the right width and converted to float only for verification.
+# safetensors codec, stdlib only. numpy has no bfloat16 (safetensors.numpy cannot load a bf16
+# drafter) and the nodes may have no numpy at all; padding only appends zero bits, which is 0.0
+# in every float format, so tensors are handled as bytes and decoded only for verification.
 # ---------------------------------------------------------------------------------------------
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
                "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8}
+_COPY_CHUNK = 16 << 20
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
 
 
 def read_header(path):
@@ -379,47 +387,49 @@ def read_header(path):
             raise PaddingError("%s: not a safetensors file (header length %d)" % (path, n))
         header = json.loads(f.read(n).decode("utf-8"))
     meta = header.pop("__metadata__", None) or {}
+    for name, info in header.items():
+        if info.get("dtype") not in DTYPE_BYTES:
+            raise PaddingError("%s: tensor %s has unsupported dtype %r" % (path, name, info.get("dtype")))
     return header, meta, 8 + n
 
 
-def _raw_view_dtype(np, dtype):
-    size = DTYPE_BYTES.get(dtype)
-    if size is None:
-        raise PaddingError("unsupported safetensors dtype %s" % dtype)
-    return np.dtype("<u%d" % size) if size > 1 else np.dtype("u1")
-
-
-def load_raw(np, path, header, start, name):
-    """A tensor as a read-only raw-integer array of its shape (memory-mapped)."""
-    info = header[name]
+def tensor_bytes(path, start, info):
     b, e = info["data_offsets"]
-    view = _raw_view_dtype(np, info["dtype"])
-    count = (e - b) // view.itemsize
-    arr = np.memmap(path, dtype=view, mode="r", offset=start + b, shape=(count,))
-    return arr.reshape(info["shape"]) if info["shape"] else arr.reshape(())
+    with open(path, "rb") as f:
+        f.seek(start + b)
+        data = f.read(e - b)
+    if len(data) != e - b:
+        raise PaddingError("%s: truncated tensor data" % path)
+    return data
 
 
-def to_float(np, raw, dtype):
-    """Raw-integer array -> float64 for verification (BF16 via the upper half of float32)."""
-    if dtype == "BF16":
-        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    if dtype in ("F16", "F32", "F64"):
-        return raw.view({"F16": np.float16, "F32": np.float32, "F64": np.float64}[dtype]).astype(np.float64)
-    raise PaddingError("cannot verify attention tensors of dtype %s" % dtype)
+def pad_bytes(data, shape, axis, to_len, itemsize):
+    """Append zero blocks along axis 0 (rows) or 1 (columns of a 2-D tensor) up to to_len."""
+    shape = [int(d) for d in shape]
+    if axis == 0:
+        return data + b"\0" * ((to_len - shape[0]) * itemsize * _prod(shape[1:]))
+    width = shape[1] * itemsize
+    extra = b"\0" * ((to_len - shape[1]) * itemsize)
+    return b"".join(data[r * width:(r + 1) * width] + extra for r in range(shape[0]))
 
 
-def pad_raw(np, raw, axis, to_len):
-    """Append zeros along axis up to to_len."""
-    width = [(0, 0)] * raw.ndim
-    width[axis] = (0, to_len - raw.shape[axis])
-    return np.pad(np.asarray(raw), width, mode="constant", constant_values=0)
+def cut_bytes(data, shape, axis, to_len, itemsize):
+    """The inverse of pad_bytes: keep the first to_len entries along axis; returns (kept, tail)."""
+    shape = [int(d) for d in shape]
+    if axis == 0:
+        row = itemsize * _prod(shape[1:])
+        return data[:to_len * row], data[to_len * row:]
+    width = shape[1] * itemsize
+    keep = to_len * itemsize
+    rows = [data[r * width:(r + 1) * width] for r in range(shape[0])]
+    return b"".join(r[:keep] for r in rows), b"".join(r[keep:] for r in rows)
 
 
-def write_safetensors(np, fileobj, tensors, metadata):
-    """Write {name: (dtype, raw array)} deterministically; returns bytes written.
+def write_safetensors(fileobj, tensors, metadata):
+    """Write {name: (dtype, shape, source)} deterministically; source is bytes or (path, offset, length).
 
-    Order as the safetensors library writes: larger dtypes first, then by name; header padded
-    with spaces to a multiple of 8 bytes.
+    Same layout as the safetensors library: larger dtypes first, then by name; JSON header
+    without spaces, padded with spaces to a multiple of 8 bytes. Returns bytes written.
     """
     order = sorted(tensors, key=lambda k: (-DTYPE_BYTES[tensors[k][0]], k))
     header = {}
@@ -427,18 +437,59 @@ def write_safetensors(np, fileobj, tensors, metadata):
         header["__metadata__"] = dict((str(k), str(v)) for k, v in sorted(metadata.items()))
     offset = 0
     for name in order:
-        dtype, arr = tensors[name]
-        size = int(arr.size) * DTYPE_BYTES[dtype]
-        header[name] = {"dtype": dtype, "shape": [int(d) for d in arr.shape], "data_offsets": [offset, offset + size]}
+        dtype, shape, source = tensors[name]
+        size = len(source) if isinstance(source, bytes) else source[2]
+        if size != _prod(shape) * DTYPE_BYTES[dtype]:
+            raise PaddingError("tensor %s: %d bytes for shape %s %s" % (name, size, list(shape), dtype))
+        header[name] = {"dtype": dtype, "shape": [int(d) for d in shape], "data_offsets": [offset, offset + size]}
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
     blob += b" " * ((8 - len(blob) % 8) % 8)
     fileobj.write(struct.pack("<Q", len(blob)))
     fileobj.write(blob)
     for name in order:
-        arr = tensors[name][1]
-        fileobj.write(np.ascontiguousarray(arr).tobytes())
+        source = tensors[name][2]
+        if isinstance(source, bytes):
+            fileobj.write(source)
+            continue
+        path, at, left = source
+        with open(path, "rb") as f:
+            f.seek(at)
+            while left:
+                chunk = f.read(min(left, _COPY_CHUNK))
+                if not chunk:
+                    raise PaddingError("%s: truncated tensor data" % path)
+                fileobj.write(chunk)
+                left -= len(chunk)
     return 8 + len(blob) + offset
+
+
+def decode_floats(data, dtype):
+    """Little-endian tensor bytes -> list of Python floats (BF16 via the upper half of float32)."""
+    if dtype == "BF16":
+        halves = struct.unpack("<%dH" % (len(data) // 2), data)
+        return list(struct.unpack("<%df" % len(halves), struct.pack("<%dI" % len(halves), *[h << 16 for h in halves])))
+    fmt = {"F16": "e", "F32": "f", "F64": "d"}.get(dtype)
+    if fmt is None:
+        raise PaddingError("cannot verify attention tensors of dtype %s" % dtype)
+    return list(struct.unpack("<%d%s" % (len(data) // DTYPE_BYTES[dtype], fmt), data))
+
+
+def as_matrix(np, dtype, shape, data):
+    """Float64 weights for verification: a numpy array, or (np None) a list of rows / a flat list."""
+    if np is not None:
+        if dtype == "BF16":
+            arr = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif dtype in ("F16", "F32", "F64"):
+            arr = np.frombuffer(data, dtype={"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dtype])
+        else:
+            raise PaddingError("cannot verify attention tensors of dtype %s" % dtype)
+        return arr.astype(np.float64).reshape([int(d) for d in shape])
+    flat = decode_floats(data, dtype)
+    if len(shape) == 1:
+        return flat
+    cols = int(shape[1])
+    return [flat[r * cols:(r + 1) * cols] for r in range(int(shape[0]))]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +497,7 @@ def write_safetensors(np, fileobj, tensors, metadata):
 # ---------------------------------------------------------------------------------------------
 
 def attention_forward(np, x, w, n_heads, n_kv, head_dim, eps=1e-6):
-    """GQA self-attention with a causal mask, then o_proj; float64.
+    """GQA self-attention with a causal mask, then o_proj; float64 numpy.
 
     w: {'q','k','v','o'} weights, optional 'q_bias','k_bias','v_bias','q_norm','k_norm'.
     kv heads are repeated in place (repeat_interleave), so q head i reads kv head i // group,
@@ -479,13 +530,64 @@ def attention_forward(np, x, w, n_heads, n_kv, head_dim, eps=1e-6):
     return ctx @ w["o"].T
 
 
+def attention_forward_py(x, w, n_heads, n_kv, head_dim, eps=1e-6):
+    """The same computation in plain Python (nodes without numpy; small layers only)."""
+    def matvec(rows, vec, bias=None):
+        out = [sum(a * b for a, b in zip(row, vec)) for row in rows]
+        return [o + c for o, c in zip(out, bias)] if bias is not None else out
+
+    def heads(vec, n, norm):
+        hs = [vec[h * head_dim:(h + 1) * head_dim] for h in range(n)]
+        if norm is not None:
+            hs = [[a * g / math.sqrt(sum(b * b for b in h) / head_dim + eps) for a, g in zip(h, norm)] for h in hs]
+        return hs
+
+    group = n_heads // n_kv
+    qs = [heads(matvec(w["q"], t, w.get("q_bias")), n_heads, w.get("q_norm")) for t in x]
+    ks = [heads(matvec(w["k"], t, w.get("k_bias")), n_kv, w.get("k_norm")) for t in x]
+    vs = [heads(matvec(w["v"], t, w.get("v_bias")), n_kv, None) for t in x]
+    out = []
+    for i in range(len(x)):
+        ctx = []
+        for h in range(n_heads):
+            g = h // group
+            s = [sum(a * b for a, b in zip(qs[i][h], ks[j][g])) / math.sqrt(head_dim) for j in range(i + 1)]
+            top = max(s)
+            e = [math.exp(v - top) for v in s]
+            tot = sum(e)
+            ctx.extend(sum(e[j] / tot * vs[j][g][d] for j in range(i + 1)) for d in range(head_dim))
+        out.append(matvec(w["o"], ctx))
+    return out
+
+
+def verify_inputs(hidden, seed=0, seq=16):
+    """Random inputs (seq x hidden, standard normal) from Python's own generator: both paths agree."""
+    import random
+    rnd = random.Random(seed)
+    return [[rnd.gauss(0.0, 1.0) for _ in range(hidden)] for _ in range(seq)]
+
+
 def verify_layer(np, original, padded, geo, seed=0, seq=16):
-    """Run attention_forward with both weight sets; return (max_abs_diff, output_scale)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((seq, geo["hidden"]))
-    ref = attention_forward(np, x, original, geo["q"], geo["kv"], geo["head_dim"])
-    out = attention_forward(np, x, padded, geo["target_q"], geo["target_kv"], geo["head_dim"])
-    return float(np.max(np.abs(ref - out))), float(np.max(np.abs(ref)))
+    """Run the layer with both weight sets (from as_matrix); return (max_abs_diff, output_scale)."""
+    x = verify_inputs(geo["hidden"], seed, seq)
+    if np is not None:
+        xa = np.asarray(x, dtype=np.float64)
+        ref = attention_forward(np, xa, original, geo["q"], geo["kv"], geo["head_dim"])
+        out = attention_forward(np, xa, padded, geo["target_q"], geo["target_kv"], geo["head_dim"])
+        return float(np.max(np.abs(ref - out))), float(np.max(np.abs(ref)))
+    ref = attention_forward_py(x, original, geo["q"], geo["kv"], geo["head_dim"])
+    out = attention_forward_py(x, padded, geo["target_q"], geo["target_kv"], geo["head_dim"])
+    diff = max(abs(a - b) for ra, rb in zip(ref, out) for a, b in zip(ra, rb))
+    return diff, max(abs(a) for row in ref for a in row)
+
+
+def verify_cost(geo, seq=16):
+    """Multiply-adds of one verification (both runs); pure Python manages about 1e7 per second."""
+    hd, hidden = geo["head_dim"], geo["hidden"]
+    total = 0
+    for q, kv in ((geo["q"], geo["kv"]), (geo["target_q"], geo["target_kv"])):
+        total += seq * hidden * (q + 2 * kv) * hd + seq * q * hd * hidden + seq * seq * q * hd
+    return total
 
 
 def sha256_file(path, chunk=1 << 20):

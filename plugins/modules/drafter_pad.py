@@ -37,7 +37,9 @@ description:
 author:
   - dgxspark.vllm maintainers
 requirements:
-  - numpy on the host that owns the files
+  - Python 3 on the host that owns the files. numpy is optional - it makes the check fast; without it the
+    check runs in plain Python, which is refused (missing numpy) for layers too large to finish in about
+    half a minute (the real DFlash2 drafter's hidden size 4096 needs numpy or I(verify=false)).
 options:
   path:
     description: Checkpoint directory holding C(config.json) and C(*.safetensors) (and optionally C(model.safetensors.index.json)).
@@ -87,10 +89,11 @@ attributes:
   diff_mode:
     support: full
 notes:
-  - numpy has no bfloat16, so the safetensors library cannot hand a bf16 checkpoint to numpy. This module
-    reads and writes the safetensors format itself (an 8-byte header length, a JSON header, raw data) and
-    pads tensors as raw integers of the element width; zero bits are 0.0 in every float format. bf16 is
-    widened to float only for the check.
+  - numpy has no bfloat16, so the safetensors library cannot hand a bf16 checkpoint to numpy, and the nodes
+    may not have numpy at all. This module reads and writes the safetensors format itself with the standard
+    library (an 8-byte header length, a JSON header, raw data, the same byte layout the safetensors library
+    writes) and pads tensors as bytes; zero bits are 0.0 in every float format. bf16 is widened to float only
+    for the check.
   - Quantised attention tensors (scales next to C(q_proj.weight)) are refused.
   - Sources - operations spec D.3 (Y3 C(scripts/pad-dflash2-drafter.py)), field case F12, docs/tp-padding.md.
 """
@@ -140,7 +143,8 @@ files:
   type: list
   elements: str
 verify:
-  description: C({layer, max_abs_diff, output_scale, tolerance, limit, reference, pads_zero, passed}); C(reference)
+  description: C({layer, max_abs_diff, output_scale, tolerance, limit, reference, engine, pads_zero, passed});
+    C(engine) is C(numpy) or C(python); C(reference)
     is C(backup) (released weights read from the backups or the source) or C(sliced) (no backup - the padded
     weights cut back to the released heads).
   returned: when verify is true and the heads are padded or at target
@@ -160,8 +164,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import (
-    PaddingError, dump_config, heads_plan, list_safetensors, load_raw, pad_raw, padded_config,
-    read_header, sha256_file, tensor_pad_spec, to_float, verify_layer, write_safetensors)
+    DTYPE_BYTES, PaddingError, as_matrix, cut_bytes, dump_config, heads_plan, list_safetensors, pad_bytes,
+    padded_config, read_header, sha256_file, tensor_bytes, tensor_pad_spec, verify_cost, verify_layer,
+    write_safetensors)
 
 try:
     import numpy as np
@@ -174,13 +179,19 @@ except ImportError:
 
 INDEX = "model.safetensors.index.json"
 LAYER_RE = re.compile(r"^(.*?)(\d+)\.self_attn\.")
+PY_VERIFY_BUDGET = 3e8  # multiply-adds; about half a minute in plain Python
+LAYER_TENSORS = {"q": "q_proj.weight", "k": "k_proj.weight", "v": "v_proj.weight", "o": "o_proj.weight",
+                 "q_bias": "q_proj.bias", "k_bias": "k_proj.bias", "v_bias": "v_proj.bias",
+                 "q_norm": "q_norm.weight", "k_norm": "k_norm.weight"}
 
 
-def scan(directory, geo):
-    """{file: {'header','meta','start','specs': {name: spec}}} for every safetensors file."""
+def scan(directory, geo, suffix=""):
+    """{file: {'header','meta','start','path','specs': {name: spec}}} for every safetensors file."""
     out = {}
     for fname in list_safetensors(directory):
-        path = os.path.join(directory, fname)
+        path = os.path.join(directory, fname + suffix)
+        if not os.path.exists(path):
+            continue
         header, meta, start = read_header(path)
         specs = {}
         for name, info in header.items():
@@ -194,21 +205,27 @@ def scan(directory, geo):
 def file_state(fname, entry):
     states = set(s[3] for s in entry["specs"].values())
     if len(states) > 1:
-        raise PaddingError("%s: some attention tensors are padded and others are not (%s); restore it from its "
-                           "backup and run drafter_pad again" % (fname, ", ".join(
+        raise PaddingError("%s: some attention tensors are padded and others are not (%s are); restore it from "
+                           "its backup and run drafter_pad again" % (fname, ", ".join(
                                sorted(n for n, s in entry["specs"].items() if s[3] == "at_target"))[:400]))
     return states.pop() if states else None
 
 
 def padded_tensors(entry):
-    """{name: (dtype, raw array)} of one file after padding (unchanged tensors stay memory-mapped)."""
+    """{name: (dtype, shape, source)} of one file after padding; unchanged tensors are copied from disk."""
     out = {}
     for name, info in entry["header"].items():
-        raw = load_raw(np, entry["path"], entry["header"], entry["start"], name)
         spec = entry["specs"].get(name)
+        shape = [int(d) for d in info["shape"]]
         if spec is not None and spec[3] == "pad":
-            raw = pad_raw(np, raw, spec[0], spec[2])
-        out[name] = (info["dtype"], raw)
+            axis, _src, dst, _state = spec
+            data = pad_bytes(tensor_bytes(entry["path"], entry["start"], info), shape, axis, dst,
+                             DTYPE_BYTES[info["dtype"]])
+            shape[axis] = dst
+            out[name] = (info["dtype"], shape, data)
+        else:
+            b, e = info["data_offsets"]
+            out[name] = (info["dtype"], shape, (entry["path"], entry["start"] + b, e - b))
     return out
 
 
@@ -222,60 +239,60 @@ def layer_prefix(files):
     return best
 
 
-def _float_tensor(entry, name):
-    info = entry["header"][name]
-    return to_float(np, load_raw(np, entry["path"], entry["header"], entry["start"], name), info["dtype"])
-
-
-def locate(files, name):
-    for entry in files.values():
-        if name in entry["header"]:
-            return entry
-    return None
-
-
-def layer_weights(files, prefix, tensors=None):
-    """Float64 weights of one attention layer; tensors overrides file contents (in-memory padding)."""
-    w = {}
-    names = {"q": "q_proj.weight", "k": "k_proj.weight", "v": "v_proj.weight", "o": "o_proj.weight",
-             "q_bias": "q_proj.bias", "k_bias": "k_proj.bias", "v_bias": "v_proj.bias",
-             "q_norm": "q_norm.weight", "k_norm": "k_norm.weight"}
-    for key, suffix in names.items():
+def layer_raw(files, prefix):
+    """{key: (dtype, shape, bytes)} of one attention layer as stored."""
+    out = {}
+    for key, suffix in LAYER_TENSORS.items():
         name = prefix + suffix
-        if tensors is not None and name in tensors:
-            dtype, raw = tensors[name]
-            w[key] = to_float(np, np.asarray(raw), dtype)
-            continue
-        entry = locate(files, name)
-        if entry is not None:
-            w[key] = _float_tensor(entry, name)
-        elif key in ("q", "k", "v", "o"):
-            raise PaddingError("tensor %s not found; cannot verify the layer" % name)
-    return w
-
-
-def sliced(w, geo):
-    """Padded weights cut back to the released heads (reference when no backup exists)."""
-    hd = geo["head_dim"]
-    out = dict(w)
-    for key, heads in (("q", geo["q"]), ("k", geo["kv"]), ("v", geo["kv"]),
-                       ("q_bias", geo["q"]), ("k_bias", geo["kv"]), ("v_bias", geo["kv"])):
-        if key in out:
-            out[key] = out[key][:heads * hd]
-    out["o"] = out["o"][:, :geo["q"] * hd]
+        for entry in files.values():
+            if name in entry["header"]:
+                info = entry["header"][name]
+                out[key] = (info["dtype"], [int(d) for d in info["shape"]],
+                            tensor_bytes(entry["path"], entry["start"], info))
+                break
+        else:
+            if key in ("q", "k", "v", "o"):
+                raise PaddingError("tensor %s not found; cannot verify the layer" % name)
     return out
 
 
-def pads_zero(files):
+def transform_layer(raw, geo, pad):
+    """Pad (pad=True) or cut back (pad=False) one layer's raw tensors to the other geometry."""
+    hd = geo["head_dim"]
+    heads = {"q": ("q", "target_q"), "k": ("kv", "target_kv"), "v": ("kv", "target_kv"), "o": ("q", "target_q"),
+             "q_bias": ("q", "target_q"), "k_bias": ("kv", "target_kv"), "v_bias": ("kv", "target_kv")}
+    out = dict(raw)
+    for key, (src_key, dst_key) in heads.items():
+        if key not in raw:
+            continue
+        dtype, shape, data = raw[key]
+        axis = 1 if key == "o" else 0
+        n = (geo[dst_key] if pad else geo[src_key]) * hd
+        if pad:
+            data = pad_bytes(data, shape, axis, n, DTYPE_BYTES[dtype])
+        else:
+            data = cut_bytes(data, shape, axis, n, DTYPE_BYTES[dtype])[0]
+        shape = list(shape)
+        shape[axis] = n
+        out[key] = (dtype, shape, data)
+    return out
+
+
+def floats(raw):
+    return dict((k, as_matrix(np, dtype, shape, data)) for k, (dtype, shape, data) in raw.items())
+
+
+def nonzero_pads(files):
     """Names of padded attention tensors whose pad block is not all zero bits."""
     bad = []
     for entry in files.values():
         for name, (axis, src, dst, _state) in entry["specs"].items():
-            raw = load_raw(np, entry["path"], entry["header"], entry["start"], name)
-            if raw.shape[axis] != dst:
+            info = entry["header"][name]
+            if int(info["shape"][axis]) != dst:
                 continue
-            tail = raw[src:] if axis == 0 else raw[:, src:]
-            if np.any(tail):
+            tail = cut_bytes(tensor_bytes(entry["path"], entry["start"], info), info["shape"], axis, src,
+                             DTYPE_BYTES[info["dtype"]])[1]
+            if tail.count(0) != len(tail):
                 bad.append(name)
     return sorted(bad)
 
@@ -295,10 +312,8 @@ def write_atomic(module, directory, fname, writer):
 
 def backup_once(directory, fname, suffix):
     src = os.path.join(directory, fname)
-    dst = src + suffix
-    if not os.path.exists(dst):
-        shutil.copy2(src, dst)
-    return fname + suffix
+    if not os.path.exists(src + suffix):
+        shutil.copy2(src, src + suffix)
 
 
 def main():
@@ -319,8 +334,6 @@ def main():
         required_together=[("expect_num_attention_heads", "expect_num_key_value_heads")],
         supports_check_mode=True,
     )
-    if not HAS_NUMPY:
-        module.fail_json(msg=missing_required_lib("numpy"), exception=NUMPY_IMPORT_ERROR)
     p = module.params
     directory = p["path"]
     tp = p["tensor_parallel_size"]
@@ -333,6 +346,7 @@ def main():
         module.fail_json(msg="%s: cannot read the checkpoint config (%s); check the lane's host_path" % (cfg_path, e))
 
     result = dict(changed=False, files=[], tensors=[], path=directory)
+    todo = []
     try:
         geo = heads_plan(config, p["num_attention_heads"], p["num_key_value_heads"], tp,
                          p["expect_num_attention_heads"], p["expect_num_key_value_heads"], path=cfg_path)
@@ -343,9 +357,12 @@ def main():
             result["msg"] = ("tensor-parallel size %d divides the released %d/%d heads; unchanged"
                              % (tp, geo["q"], geo["kv"]))
             module.exit_json(**result)
+        if p["verify"] and not HAS_NUMPY and verify_cost(geo) > PY_VERIFY_BUDGET:
+            module.fail_json(msg=missing_required_lib("numpy", reason="to verify a layer of hidden size %d (or set "
+                                                                      "verify: false)" % geo["hidden"]),
+                             exception=NUMPY_IMPORT_ERROR, **result)
 
         files = scan(directory, geo)
-        todo = []
         for fname, entry in sorted(files.items()):
             state = file_state(fname, entry)
             if state == "pad":
@@ -363,40 +380,22 @@ def main():
             raise PaddingError("%s: no *.self_attn.{q,k,v,o}_proj tensors in %s; nothing to pad"
                                % (directory, ", ".join(sorted(files)) or "no safetensors file"))
         first = layer_prefix(files)
-
         changed = geo["state"] == "pad"
-        in_memory = None
-        if changed and first is not None:
-            # Padded layer in memory (check mode, and the reference before files are replaced).
-            names = [first[1] + s for s in ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-                                            "q_proj.bias", "k_proj.bias", "v_proj.bias")]
-            in_memory = {}
-            for name in names:
-                entry = locate(files, name)
-                if entry is not None:
-                    raw = load_raw(np, entry["path"], entry["header"], entry["start"], name)
-                    spec = entry["specs"][name]
-                    in_memory[name] = (entry["header"][name]["dtype"],
-                                       pad_raw(np, raw, spec[0], spec[2]) if spec[3] == "pad" else np.asarray(raw))
+
+        # Reference weights of the first layer: the released files (before writing, or their backups).
         reference = None
         if p["verify"] and first is not None:
             if changed:
-                # The source on disk is still the released geometry here.
-                reference = ("backup", layer_weights(files, first[1]))
+                reference = ("backup", layer_raw(files, first[1]))
             else:
-                backups = {}
-                for fname in files:
-                    if os.path.exists(os.path.join(directory, fname + suffix)):
-                        bpath = os.path.join(directory, fname + suffix)
-                        header, meta, start = read_header(bpath)
-                        backups[fname] = {"header": header, "meta": meta, "start": start, "path": bpath,
-                                          "specs": {}}
                 try:
-                    reference = ("backup", layer_weights(backups, first[1])) if backups else None
+                    backups = scan(directory, dict(geo, state="pad"), suffix)
+                    reference = ("backup", layer_raw(backups, first[1])) if backups else None
                 except PaddingError:
                     reference = None
-                if reference is not None and reference[1]["q"].shape[0] != geo["q"] * geo["head_dim"]:
+                if reference is not None and reference[1]["q"][1][0] != geo["q"] * geo["head_dim"]:
                     reference = None
+
         if changed:
             result["changed"] = True
             result["files"] = list(todo) + ["config.json"]
@@ -407,29 +406,31 @@ def main():
                     before_header=cfg_path, after_header=cfg_path,
                     before="num_attention_heads: %d\nnum_key_value_heads: %d\n" % (geo["current_q"],
                                                                                     geo["current_kv"]),
-                    after="num_attention_heads: %d\nnum_key_value_heads: %d\n%s: {num_attention_heads: %d, "
-                          "num_key_value_heads: %d}\n" % (geo["target_q"], geo["target_kv"], "_tp%d_head_pad" % tp,
-                                                          geo["q"], geo["kv"]))
+                    after="num_attention_heads: %d\nnum_key_value_heads: %d\n_tp%d_head_pad: {num_attention_heads: "
+                          "%d, num_key_value_heads: %d}\n" % (geo["target_q"], geo["target_kv"], tp, geo["q"],
+                                                              geo["kv"]))
 
         if changed and not module.check_mode:
+            # Weights first, config.json last: the config is the marker of a finished pad.
             for fname in todo:
                 backup_once(directory, fname, suffix)
                 tensors = padded_tensors(files[fname])
                 meta = files[fname]["meta"] or {"format": "pt"}
-                write_atomic(module, directory, fname, lambda f, t=tensors, m=meta: write_safetensors(np, f, t, m))
-            if os.path.exists(os.path.join(directory, INDEX)):
-                with open(os.path.join(directory, INDEX), "rb") as f:
+                write_atomic(module, directory, fname, lambda f, t=tensors, m=meta: write_safetensors(f, t, m))
+            index_path = os.path.join(directory, INDEX)
+            if os.path.exists(index_path):
+                with open(index_path, "rb") as f:
                     index = json.loads(f.read().decode("utf-8"))
                 total = 0
                 for fname in list_safetensors(directory):
                     header = read_header(os.path.join(directory, fname))[0]
                     total += sum(i["data_offsets"][1] - i["data_offsets"][0] for i in header.values())
-                if isinstance(index.get("metadata"), dict) and "total_size" in index["metadata"]:
-                    if index["metadata"]["total_size"] != total:
-                        backup_once(directory, INDEX, suffix)
-                        index["metadata"]["total_size"] = total
-                        data = dump_config(index).encode("utf-8")
-                        write_atomic(module, directory, INDEX, lambda f, d=data: f.write(d))
+                meta = index.get("metadata")
+                if isinstance(meta, dict) and "total_size" in meta and meta["total_size"] != total:
+                    backup_once(directory, INDEX, suffix)
+                    meta["total_size"] = total
+                    data = dump_config(index).encode("utf-8")
+                    write_atomic(module, directory, INDEX, lambda f, d=data: f.write(d))
             backup_once(directory, "config.json", suffix)
             data = dump_config(padded_config(config, geo, tp)).encode("utf-8")
             write_atomic(module, directory, "config.json", lambda f, d=data: f.write(d))
@@ -439,16 +440,18 @@ def main():
 
         if p["verify"] and first is not None:
             if changed and module.check_mode:
-                padded_w = layer_weights(files, first[1], tensors=in_memory)
+                padded_raw = transform_layer(reference[1], geo, pad=True)
                 zero_bad = []
             else:
-                padded_w = layer_weights(files, first[1])
-                zero_bad = pads_zero(files)
-            ref_kind, ref_w = reference if reference is not None else ("sliced", sliced(padded_w, geo))
-            diff, scale = verify_layer(np, ref_w, padded_w, geo, seed=p["seed"])
+                padded_raw = layer_raw(files, first[1])
+                zero_bad = nonzero_pads(files)
+            if reference is None:
+                reference = ("sliced", transform_layer(padded_raw, geo, pad=False))
+            diff, scale = verify_layer(np, floats(reference[1]), floats(padded_raw), geo, seed=p["seed"])
             limit = p["tolerance"] * max(scale, 1.0)
             result["verify"] = {"layer": first[1].rstrip("."), "max_abs_diff": diff, "output_scale": scale,
-                                "tolerance": p["tolerance"], "limit": limit, "reference": ref_kind,
+                                "tolerance": p["tolerance"], "limit": limit, "reference": reference[0],
+                                "engine": "numpy" if HAS_NUMPY else "python",
                                 "pads_zero": not zero_bad, "passed": diff <= limit and not zero_bad}
             if zero_bad:
                 raise PaddingError("%s: pad blocks are not zero in %s; restore the backups and run drafter_pad again"
@@ -458,7 +461,7 @@ def main():
                                    "(tolerance %g x max(%.3e, 1)); the padding layout is wrong"
                                    % (directory, first[1].rstrip("."), diff, limit, p["tolerance"], scale))
         if p["checksum"]:
-            sums = {"config.json": sha256_file(cfg_path) if not (changed and module.check_mode) else None}
+            sums = {"config.json": sha256_file(cfg_path)}
             for fname, entry in files.items():
                 if entry["specs"]:
                     sums[fname] = sha256_file(entry["path"])

@@ -37,6 +37,14 @@ def bf16(a):
     return bits.astype(np.uint16)
 
 
+def write_bf16(d, tensors):
+    """Write raw-bits tensors with the safetensors byte layout (the library cannot take bf16 from numpy)."""
+    d.mkdir(exist_ok=True)
+    with open(str(d / "model.safetensors"), "wb") as f:
+        tp_padding.write_safetensors(f, dict((k, (dt, list(a.shape), a.tobytes())) for k, (dt, a) in tensors.items()),
+                                     {"format": "pt"})
+
+
 @pytest.fixture
 def drafter(tmp_path, fixture_path):
     """A 5-layer bf16 DFlash2-style drafter with the capture's config (scaled hidden/head_dim)."""
@@ -62,10 +70,8 @@ def drafter(tmp_path, fixture_path):
                                               else rng.standard_normal(shape) * scale))
     tensors["norm.weight"] = ("BF16", bf16(np.ones(HIDDEN)))
     tensors["fc.weight"] = ("BF16", bf16(rng.standard_normal((HIDDEN, 5 * HIDDEN)) * 0.02))
+    write_bf16(tmp_path / "dflash2-draft", tensors)
     d = tmp_path / "dflash2-draft"
-    d.mkdir()
-    with open(str(d / "model.safetensors"), "wb") as f:
-        tp_padding.write_safetensors(np, f, tensors, {"format": "pt"})
     (d / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (d / "README.md").write_text("drafter\n")
     os.chmod(str(d), 0o700)
@@ -103,7 +109,9 @@ def test_drafter_32_8_to_48_12(drafter):
     # Layout: released blocks first, zero blocks appended at the end (spec D.3).
     header, _meta, start = tp_padding.read_header(str(d / "model.safetensors"))
     for name, (dtype, raw) in src.items():
-        out = np.asarray(tp_padding.load_raw(np, str(d / "model.safetensors"), header, start, name))
+        info = header[name]
+        out = np.frombuffer(tp_padding.tensor_bytes(str(d / "model.safetensors"), start, info),
+                            dtype=np.uint16).reshape(info["shape"])
         if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
             assert np.array_equal(out[:raw.shape[0]], raw)
             assert not out[raw.shape[0]:].any()
@@ -225,9 +233,8 @@ def test_refuses_config_padded_weights_not(drafter):
 def test_refuses_quantised_attention(drafter):
     d, src = drafter
     src = dict(src)
-    src["layers.0.self_attn.q_proj.weight_scale"] = ("F32", np.ones(32 * HD, np.float32).view(np.uint32))
-    with open(str(d / "model.safetensors"), "wb") as f:
-        tp_padding.write_safetensors(np, f, src, {"format": "pt"})
+    src["layers.0.self_attn.q_proj.weight_scale"] = ("F32", np.ones(32 * HD, np.float32))
+    write_bf16(d, src)
     result, failed = run_module(drafter_pad.main, pad_args(d))
     assert failed
     assert "tensor layers.0.self_attn.q_proj.weight_scale: cannot pad 'weight_scale' tensors" in result["msg"]
@@ -300,3 +307,31 @@ def test_tiny_model_4_2_to_6_3_sharded(tiny):
                                                   "num_attention_heads": 6, "num_key_value_heads": 3})
     assert not failed and again["changed"] is False
     assert again["sha256"] == result["sha256"]
+
+
+def test_tiny_model_without_numpy(tiny, monkeypatch):
+    """The sim nodes have no numpy: padding is byte work and the check runs in plain Python."""
+    d, _shards, _total = tiny
+    monkeypatch.setattr(drafter_pad, "HAS_NUMPY", False)
+    monkeypatch.setattr(drafter_pad, "np", None)
+    args = {"path": str(d), "tensor_parallel_size": 3, "num_attention_heads": 6, "num_key_value_heads": 3}
+    result, failed = run_module(drafter_pad.main, args)
+    assert not failed, result
+    assert result["verify"]["engine"] == "python" and result["verify"]["max_abs_diff"] <= 1e-9
+    monkeypatch.undo()
+    with_numpy, failed = run_module(drafter_pad.main, args)
+    assert not failed and with_numpy["changed"] is False
+    assert with_numpy["verify"]["engine"] == "numpy"
+    # Same inputs and weights: both engines see the same output scale.
+    assert abs(with_numpy["verify"]["output_scale"] - result["verify"]["output_scale"]) < 1e-9
+
+
+def test_large_layer_without_numpy_reports_missing_lib(tmp_path, fixture_path, monkeypatch):
+    d = tmp_path / "dflash2-draft"
+    d.mkdir()
+    shutil.copyfile(fixture_path("model-configs", "dflash2-drafter-config.json"), str(d / "config.json"))
+    monkeypatch.setattr(drafter_pad, "HAS_NUMPY", False)
+    monkeypatch.setattr(drafter_pad, "np", None)
+    result, failed = run_module(drafter_pad.main, pad_args(d))
+    assert failed
+    assert "numpy" in result["msg"] and "to verify a layer of hidden size 4096 (or set verify: false)" in result["msg"]
