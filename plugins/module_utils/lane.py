@@ -108,8 +108,11 @@ LANE_SCHEMA = {
         "kv_policy": (DICT, False, {"schema": {
             "mode": (STR, True, {"choices": ["profiler", "pin"]}),
             "bytes": (INT + NONE, False, {"min": 1}),
-            "concurrency": (INT + NONE, False, {"min": 1}),
+            "concurrency": (NUM + NONE, False, {"min": 0}),
             "bytes_per_token_per_rank": (INT + NUM + NONE, False, {"min": 0}),
+            # The CLI spelling: the launchers use the prefix --kv-cache-memory (spec B.4).
+            "flag": (STR, False, {"choices": ["--kv-cache-memory", "--kv-cache-memory-bytes"]}),
+            "note": (STR, False, {}),
         }}),
         "enforce_eager": (BOOL, False, {}),
         "trust_remote_code": (BOOL, False, {}),
@@ -120,6 +123,13 @@ LANE_SCHEMA = {
         "default_chat_template_kwargs": (DICT + NONE, False, {"open": True}),
         "chat_template": (STR + NONE, False, {}),
         "extra_args": (LIST, False, {"elements": STR}),
+        # Added for the seed lanes' launch lines (operations spec B.4/B.5, docs/lanes.md):
+        "api_args_on_workers": (BOOL, False, {}),
+        "pipeline_parallel_size": (INT + NONE, False, {"min": 1}),
+        "moe_backend": (STR + NONE, False, {}),
+        "compilation_config": (DICT + NONE, False, {"open": True}),
+        "limit_mm_per_prompt": (DICT + NONE, False, {"open": True}),
+        "mm_encoder_tp_mode": (STR + NONE, False, {"choices": ["data", "weights"]}),
     }}),
     "health": (DICT, False, {"schema": {
         "ready_timeout_s": (INT, False, {"min": 1}),
@@ -230,6 +240,38 @@ def _semantic_errors(lane):
     policy = serve.get("kv_policy") or {}
     if policy.get("mode") == "pin" and not policy.get("bytes"):
         errors.append("serve.kv_policy.bytes: required when mode is 'pin'")
+    if policy.get("mode") == "profiler" and policy.get("bytes"):
+        errors.append("serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass "
+                      "--kv-cache-memory, or drop bytes (operations spec E.2)")
+    container = lane.get("container") or {}
+    if lane.get("platform") == "cpu" and (container.get("gpus") or "/dev/infiniband" in " ".join(
+            container.get("devices") or [])):
+        errors.append("container.gpus/devices: GPU or RDMA devices on platform 'cpu'; the simulated fleet has "
+                      "none (set gpus: null, devices: [])")
+    drafter = lane.get("drafter") or {}
+    if method == "dflash" and drafter and spec.get("model") not in (None, drafter.get("container_path")):
+        errors.append("serve.speculative_config.model: %r is not the drafter's container_path %r; the drafter is "
+                      "mounted there" % (spec.get("model"), drafter.get("container_path")))
+    for where, model in (("checkpoint", lane.get("checkpoint") or {}), ("drafter", drafter)):
+        pad = model.get("heads_padding") or {}
+        for key in sorted(pad):
+            value = pad[key]
+            if key not in ("num_attention_heads", "num_key_value_heads"):
+                errors.append("%s.heads_padding.%s: unknown key (known: num_attention_heads, num_key_value_heads)"
+                              % (where, key))
+            elif isinstance(value, bool) or not isinstance(value, int) or value % lane.get(
+                    "tensor_parallel_size", 1):
+                errors.append("%s.heads_padding.%s: %r must be an integer that divides by tensor_parallel_size %r"
+                              % (where, key, value, lane.get("tensor_parallel_size")))
+    targets = (lane.get("padding") or {}).get("config_targets") or {}
+    for key in sorted(targets):
+        value = targets[key]
+        tp = lane.get("tensor_parallel_size")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            errors.append("padding.config_targets.%s: expected a positive int, got %r" % (key, value))
+        elif isinstance(tp, int) and tp > 0 and value % tp:
+            errors.append("padding.config_targets.%s: %d does not divide by tensor_parallel_size %d; pad to a "
+                          "multiple of it (operations spec D.2)" % (key, value, tp))
     return errors
 
 

@@ -1,0 +1,1 @@
+../plugins/modules/vllm_rank.py

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the vllm_ranks role: render a rank, compare a group, launch guards (module_utils/render.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
+    RenderError,
+    group_errors,
+    kv_pin_warning,
+    padding_guard_errors,
+    render_rank,
+    run_argv,
+)
+
+
+def _plain(value):
+    """Ansible hands tagged str/dict subclasses; the renderer wants plain data."""
+    if isinstance(value, dict):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def vllm_rank_spec(lane, host, hostname=None):
+    try:
+        return render_rank(_plain(lane), _plain(host))
+    except RenderError as e:
+        raise AnsibleFilterError("vllm_rank_spec%s: %s" % (" (host %s)" % hostname if hostname else "", e))
+    except (KeyError, TypeError) as e:
+        raise AnsibleFilterError("vllm_rank_spec%s: the lane is incomplete (%s); validate it with preflight"
+                                 % (" (host %s)" % hostname if hostname else "", e))
+
+
+def vllm_rank_group_errors(specs):
+    if not isinstance(specs, dict):
+        raise AnsibleFilterError("vllm_rank_group_errors: expected a mapping host -> spec, got %s" % type(specs).__name__)
+    return group_errors(_plain(specs))
+
+
+def vllm_rank_argv(spec, docker="docker"):
+    return run_argv(_plain(spec), docker)
+
+
+def vllm_padding_guard_errors(lane, checkpoint_config, drafter_config=None, host="this host"):
+    return padding_guard_errors(_plain(lane), _plain(checkpoint_config or {}), _plain(drafter_config), str(host))
+
+
+def vllm_kv_pin_warning(log_text, pin_bytes):
+    return kv_pin_warning(pin_bytes, log_text) or ""
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "vllm_rank_spec": vllm_rank_spec,
+            "vllm_rank_group_errors": vllm_rank_group_errors,
+            "vllm_rank_argv": vllm_rank_argv,
+            "vllm_padding_guard_errors": vllm_padding_guard_errors,
+            "vllm_kv_pin_warning": vllm_kv_pin_warning,
+        }

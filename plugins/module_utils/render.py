@@ -1,0 +1,449 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Render one rank's container from a lane and that host's own facts (pure Python).
+
+Sources (docs/lanes.md cites each lane value):
+  operations spec A.1 (mp executor: --nnodes/--node-rank/--master-addr/--master-port, --headless on
+  ranks > 0), A.5 (--restart no), B.1 (docker flags), B.2 (mounts), B.3 (environment), B.4/B.5 (the
+  `vllm serve` line and how lanes differ), D.2 (runtime --hf-overrides for TP3), E.1 (KV pin formula),
+  field case F20 (a pin above vLLM's own suggestion drops the activation reserve).
+
+Per-host values (VLLM_HOST_IP, the NCCL/Gloo device names, --node-rank, --headless and the API
+arguments when only the head serves) are left out of the spec hash, so the hashes of all ranks of
+one group are equal exactly when their image, flags, mounts, environment and arguments agree.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import hashlib
+import json
+import re
+
+LABEL_PREFIX = "dgxspark.vllm."
+HASH_LABEL = LABEL_PREFIX + "spec-hash"
+
+# Environment keys whose value is computed from each host's own facts (operations spec B.3,
+# field cases F03/F06): they may differ between ranks of a healthy group.
+PER_HOST_ENV = (
+    "VLLM_HOST_IP",
+    "NCCL_IB_HCA",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "MN_IF_NAME",
+    "B12X_ROCE_HCA",
+    "B12X_ROCE_GID_INDEX",
+)
+
+DEFAULT_KV_FLAG = "--kv-cache-memory"
+_SUGGESTION_RE = re.compile(r"Replace gpu_memory_utilization config with `?--kv-cache-memory=(\d+)`?")
+
+
+class RenderError(Exception):
+    """Bad lane or host facts; the message names the item and the fix."""
+
+
+def _drop_none(value):
+    if isinstance(value, dict):
+        return dict((k, _drop_none(v)) for k, v in value.items() if v is not None)
+    return value
+
+
+def _json(value):
+    # vLLM parses these flags as JSON; compact separators reproduce the launch lines (spec B.4).
+    # A null key is dropped: an inventory override cannot delete a key from a deep-merged lane.
+    return json.dumps(_drop_none(value), separators=(",", ":"))
+
+
+def _num(value):
+    """CLI spelling of a number: 0.85 stays '0.85', 6 stays '6'."""
+    if isinstance(value, bool):
+        raise RenderError("expected a number, got bool %r" % value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
+    """KV pin per rank in bytes: max_model_len (tokens/request) x concurrency (requests) x bytes/token/rank.
+
+    Operations spec E.1: 524288 x 2.5 x 8793 = 11525160960. The result is rounded down to whole bytes.
+    """
+    for name, value in (("max_model_len", max_model_len), ("concurrency", concurrency),
+                        ("bytes_per_token_per_rank", bytes_per_token_per_rank)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RenderError("kv_cache_bytes: %s must be a number, got %r" % (name, value))
+        if value <= 0:
+            raise RenderError("kv_cache_bytes: %s must be positive, got %r" % (name, value))
+    product = max_model_len * concurrency * bytes_per_token_per_rank
+    return int(product)
+
+
+def kv_pin(lane):
+    """The KV pin in bytes, or None when the profiler sizes the pool (spec E.2)."""
+    serve = lane.get("serve") or {}
+    policy = serve.get("kv_policy") or {"mode": "profiler"}
+    if policy.get("mode", "profiler") == "profiler":
+        return None
+    if policy.get("bytes"):
+        return int(policy["bytes"])
+    if policy.get("concurrency") and policy.get("bytes_per_token_per_rank"):
+        return kv_cache_bytes(serve.get("max_model_len"), policy["concurrency"], policy["bytes_per_token_per_rank"])
+    raise RenderError("serve.kv_policy: mode 'pin' needs bytes, or concurrency and bytes_per_token_per_rank")
+
+
+def suggested_kv_bytes(log_text):
+    """The last `--kv-cache-memory=N` vLLM suggests in its startup log (field case F20), or None."""
+    found = _SUGGESTION_RE.findall(log_text or "")
+    return int(found[-1]) if found else None
+
+
+def kv_pin_warning(pin_bytes, log_text):
+    """A warning when a pin exceeds the value vLLM suggests 'to fit into requested memory' (F20)."""
+    suggested = suggested_kv_bytes(log_text)
+    if pin_bytes is None or suggested is None or int(pin_bytes) <= suggested:
+        return None
+    return ("KV pin %d bytes (%.2f GiB) exceeds the %d bytes (%.2f GiB) vLLM suggests in its startup log; a pin "
+            "above it drops the activation reserve and the first long prompt can kill the engine (field case F20, "
+            "operations spec E.2). Lower serve.kv_policy.bytes to at most %d."
+            % (int(pin_bytes), int(pin_bytes) / 1024.0 ** 3, suggested, suggested / 1024.0 ** 3, suggested))
+
+
+def hf_overrides(targets):
+    """Runtime --hf-overrides from the lane's padding targets (operations spec D.2, Y3 serve.sh).
+
+    A key directly under text_config is written both at top level and inside text_config; deeper keys
+    (e.g. text_config.linear_attn_config.num_heads) exist only on disk; a key without a dot is top level.
+    """
+    top, text = {}, {}
+    for key, value in (targets or {}).items():
+        parts = key.split(".")
+        if len(parts) == 1:
+            top[key] = value
+        elif len(parts) == 2 and parts[0] == "text_config":
+            top[parts[1]] = value
+            text[parts[1]] = value
+    if text:
+        top["text_config"] = text
+    return top
+
+
+def _mount(item, where):
+    if not isinstance(item, dict) or not item.get("host") or not item.get("container"):
+        raise RenderError("%s: a mount needs 'host' and 'container', got %r" % (where, item))
+    return {"host": item["host"], "container": item["container"], "mode": item.get("mode") or "rw"}
+
+
+def _mounts(lane, host):
+    container = lane["container"]
+    ckpt = lane["checkpoint"]
+    mounts = [{"host": ckpt["host_path"], "container": ckpt["container_path"], "mode": "ro"}]
+    cache_dir = host.get("cache_dir")
+    lane_cache = container.get("cache_dir")
+    for idx, item in enumerate(container.get("mounts") or []):
+        m = _mount(item, "lane container.mounts[%d]" % idx)
+        if cache_dir and lane_cache and (m["host"] == lane_cache or m["host"].startswith(lane_cache.rstrip("/") + "/")):
+            m["host"] = cache_dir.rstrip("/") + m["host"][len(lane_cache.rstrip("/")):]
+        mounts.append(m)
+    fix_mounts = host.get("kernel_fix_mounts")
+    fix_files = lane.get("fix_files") or []
+    if fix_files and fix_mounts is None:
+        raise RenderError("the lane needs fix files (%s) but the kernel_fix_mounts fact is not set on this host; "
+                          "run the kernel_fix role first (site.yml, or add --tags kernel_fix)"
+                          % ", ".join(f["name"] for f in fix_files))
+    for idx, item in enumerate(fix_mounts or []):
+        mounts.append(_mount(item, "fact kernel_fix_mounts[%d]" % idx))
+    covered = set(m["container"] for m in mounts)
+    missing = [f["name"] for f in fix_files if f["container_path"] not in covered]
+    if missing:
+        raise RenderError("kernel_fix_mounts has no mount for the lane's fix files %s; re-run the kernel_fix role"
+                          % ", ".join(missing))
+    drafter = lane.get("drafter")
+    if drafter:
+        mounts.append({"host": drafter["host_path"], "container": drafter["container_path"], "mode": "ro"})
+    seen = {}
+    for m in mounts:
+        if m["container"] in seen and seen[m["container"]] != m["host"]:
+            raise RenderError("two mounts target %s (%s and %s); keep one (lane container.mounts or kernel_fix)"
+                              % (m["container"], seen[m["container"]], m["host"]))
+        seen[m["container"]] = m["host"]
+    return mounts
+
+
+def _docker_flags(lane):
+    """`docker run` flags in the launchers' order (operations spec B.1); env, mounts and labels come later."""
+    c = lane["container"]
+    argv = ["docker", "run"]
+    if c.get("gpus"):
+        argv += ["--gpus", c["gpus"]]
+    argv += ["-d", "--name", c["name"], "--restart", c.get("restart") or "no"]
+    if c.get("network"):
+        argv += ["--network", c["network"]]
+    if c.get("ipc"):
+        argv += ["--ipc", c["ipc"]]
+    if c.get("shm_size"):
+        argv += ["--shm-size", c["shm_size"]]
+    for item in c.get("ulimits") or []:
+        argv += ["--ulimit", item]
+    for item in c.get("cap_add") or []:
+        argv += ["--cap-add", item]
+    for item in c.get("devices") or []:
+        argv += ["--device", item]
+    if c.get("memory"):
+        # --memory-swap equal to --memory: no swap for the container (spec B.1).
+        argv += ["--memory", c["memory"], "--memory-swap", c["memory"]]
+    entrypoint = c.get("entrypoint") or []
+    if entrypoint:
+        argv += ["--entrypoint", entrypoint[0]]
+    return argv
+
+
+def _serve_args(lane, rank, tp, master_addr):
+    """The `vllm serve` arguments (after the image), in the T2 launcher's order (spec B.4)."""
+    s = lane["serve"]
+    ckpt = lane["checkpoint"]
+    api_here = rank == 0 or s.get("api_args_on_workers", False)
+    args = [ckpt["container_path"]]
+    if ckpt.get("served_model_name"):
+        args += ["--served-model-name", ckpt["served_model_name"]]
+    if api_here:
+        if s.get("host"):
+            args += ["--host", s["host"]]
+        args += ["--port", str(s["api_port"])]
+    if s.get("trust_remote_code"):
+        args.append("--trust-remote-code")
+    args += ["--tensor-parallel-size", str(tp)]
+    if s.get("pipeline_parallel_size") is not None:
+        args += ["--pipeline-parallel-size", str(s["pipeline_parallel_size"])]
+    if s.get("gpu_memory_utilization") is not None:
+        args += ["--gpu-memory-utilization", _num(s["gpu_memory_utilization"])]
+    args += ["--max-model-len", str(s["max_model_len"])]
+    if s.get("max_num_seqs") is not None:
+        args += ["--max-num-seqs", str(s["max_num_seqs"])]
+    if s.get("block_size") is not None:
+        args += ["--block-size", str(s["block_size"])]
+    if s.get("moe_backend"):
+        args += ["--moe-backend", s["moe_backend"]]
+    if s.get("speculative_config"):
+        args += ["--speculative-config", _json(s["speculative_config"])]
+    if s.get("kv_cache_dtype"):
+        args += ["--kv-cache-dtype", s["kv_cache_dtype"]]
+    pin = kv_pin(lane)
+    if pin is not None:
+        args += [(s.get("kv_policy") or {}).get("flag") or DEFAULT_KV_FLAG, str(pin)]
+    if s.get("enforce_eager"):
+        args.append("--enforce-eager")
+    if s.get("compilation_config"):
+        args += ["--compilation-config", _json(s["compilation_config"])]
+    if s.get("max_num_batched_tokens") is not None:
+        args += ["--max-num-batched-tokens", str(s["max_num_batched_tokens"])]
+    if s.get("tool_call_parser"):
+        args += ["--tool-call-parser", s["tool_call_parser"]]
+    if s.get("enable_auto_tool_choice"):
+        args.append("--enable-auto-tool-choice")
+    if s.get("reasoning_parser"):
+        args += ["--reasoning-parser", s["reasoning_parser"]]
+    if s.get("default_chat_template_kwargs"):
+        args += ["--default-chat-template-kwargs", _json(s["default_chat_template_kwargs"])]
+    if s.get("chat_template"):
+        args += ["--chat-template", s["chat_template"]]
+    if s.get("limit_mm_per_prompt"):
+        args += ["--limit-mm-per-prompt", _json(s["limit_mm_per_prompt"])]
+    padding = lane.get("padding") or {}
+    if padding.get("hf_overrides") and padding.get("config_targets"):
+        args += ["--hf-overrides", _json(hf_overrides(padding["config_targets"]))]
+    if s.get("mm_encoder_tp_mode"):
+        args += ["--mm-encoder-tp-mode", s["mm_encoder_tp_mode"]]
+    args += list(s.get("extra_args") or [])
+    args += ["--distributed-executor-backend", "mp", "--nnodes", str(tp), "--node-rank", str(rank),
+             "--master-addr", master_addr, "--master-port", str(s["master_port"])]
+    if rank > 0:
+        args.append("--headless")
+    return args
+
+
+def _check_host(lane, host):
+    rank = host.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        raise RenderError("rank must be an integer (vllm_rank), got %r" % (rank,))
+    tp = lane["tensor_parallel_size"]
+    if host.get("tensor_parallel_size") not in (None, tp):
+        raise RenderError("tensor-parallel size %r of this host differs from the lane's %d"
+                          % (host.get("tensor_parallel_size"), tp))
+    if not 0 <= rank < tp:
+        raise RenderError("rank %d is outside 0..%d for tensor-parallel size %d" % (rank, tp - 1, tp))
+    for key, fact in (("host_ip", "rdma_fabric_host_ip"), ("master_addr", "rdma_fabric_master_addr")):
+        if not host.get(key):
+            raise RenderError("%s is not set (fact %s); run the rdma_fabric role (it is tagged vllm_ranks too)"
+                              % (key, fact))
+    env = host.get("fabric_env") or {}
+    if not isinstance(env, dict):
+        raise RenderError("rdma_fabric_env must be a mapping, got %r" % (env,))
+    return rank, tp
+
+
+def render_rank(lane, host):
+    """Render one rank.
+
+    lane: the resolved lane (vllm_lane_spec). host: {rank, host_ip, master_addr, fabric_env (dict),
+    kernel_fix_mounts (list or None), cache_dir (optional), tensor_parallel_size (optional),
+    hostname (optional, label only)}.
+    Returns {name, image, docker_argv, mounts, env, devices, ulimits, shm_size, command, labels,
+    per_host, hashed, spec_hash, kv_cache_bytes}.
+    """
+    rank, tp = _check_host(lane, host)
+    c = lane["container"]
+    env = {}
+    for key, value in (c.get("env") or {}).items():
+        env[key] = str(value)
+    env["VLLM_HOST_IP"] = str(host["host_ip"])
+    for key, value in (host.get("fabric_env") or {}).items():
+        env[key] = str(value)
+    mounts = _mounts(lane, host)
+    command = list((c.get("entrypoint") or [])[1:]) + _serve_args(lane, rank, tp, str(host["master_addr"]))
+    docker_argv = _docker_flags(lane)
+    spec = {
+        "name": c["name"],
+        "image": lane["image"]["reference"],
+        "docker_argv": docker_argv,
+        "mounts": mounts,
+        "env": env,
+        "devices": list(c.get("devices") or []),
+        "ulimits": list(c.get("ulimits") or []),
+        "shm_size": c.get("shm_size"),
+        "command": command,
+        "kv_cache_bytes": kv_pin(lane),
+    }
+    spec["hashed"] = hashed_view(spec, lane)
+    spec["spec_hash"] = spec_hash(spec["hashed"])
+    spec["per_host"] = dict((k, env[k]) for k in PER_HOST_ENV if k in env)
+    spec["per_host"]["rank"] = rank
+    spec["labels"] = {
+        HASH_LABEL: spec["spec_hash"],
+        LABEL_PREFIX + "lane": lane.get("name", ""),
+        LABEL_PREFIX + "rank": str(rank),
+        LABEL_PREFIX + "tensor-parallel-size": str(tp),
+        # The hashed view itself, so a later run can name the keys that changed (module diff).
+        LABEL_PREFIX + "spec": json.dumps(spec["hashed"], sort_keys=True, separators=(",", ":")),
+    }
+    return spec
+
+
+def _strip_per_host_args(command, api_on_workers):
+    out, skip = [], 0
+    drop_with_value = {"--node-rank"}
+    if not api_on_workers:
+        drop_with_value |= {"--host", "--port"}
+    for idx, arg in enumerate(command):
+        if skip:
+            skip -= 1
+            continue
+        if arg in drop_with_value:
+            skip = 1
+            continue
+        if arg == "--headless":
+            continue
+        out.append(arg)
+    return out
+
+
+def hashed_view(spec, lane):
+    """What the spec hash covers: everything except per-host values."""
+    api_on_workers = bool((lane.get("serve") or {}).get("api_args_on_workers", False))
+    return {
+        "image": spec["image"],
+        "name": spec["name"],
+        "docker_argv": spec["docker_argv"],
+        "mounts": sorted(spec["mounts"], key=lambda m: (m["container"], m["host"])),
+        "env": dict((k, v) for k, v in spec["env"].items() if k not in PER_HOST_ENV),
+        "command": _strip_per_host_args(spec["command"], api_on_workers),
+    }
+
+
+def spec_hash(hashed):
+    return hashlib.sha256(json.dumps(hashed, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def run_argv(spec, docker="docker"):
+    """The complete `docker run` argv: flags, -v, -e, --label, image, command."""
+    argv = [docker] + list(spec["docker_argv"][1:])
+    for m in spec["mounts"]:
+        argv += ["-v", "%s:%s:%s" % (m["host"], m["container"], m["mode"])]
+    for key in spec["env"]:
+        argv += ["-e", "%s=%s" % (key, spec["env"][key])]
+    for key in sorted(spec.get("labels") or {}):
+        argv += ["--label", "%s=%s" % (key, spec["labels"][key])]
+    return argv + [spec["image"]] + list(spec["command"])
+
+
+def _flatten(value, path, out):
+    if isinstance(value, dict):
+        for key in value:
+            _flatten(value[key], "%s.%s" % (path, key) if path else str(key), out)
+    elif isinstance(value, list) and path in ("docker_argv", "command"):
+        out[path] = " ".join(value)
+    elif isinstance(value, list):
+        out[path] = json.dumps(value, sort_keys=True)
+    else:
+        out[path] = value
+    return out
+
+
+def group_errors(specs):
+    """Compare the rendered specs of one group: {host: spec} -> list of errors (empty when equal).
+
+    Each error names the differing key and every host's value, so the fix is visible.
+    """
+    hashes = dict((h, s.get("spec_hash")) for h, s in specs.items())
+    if len(set(hashes.values())) <= 1:
+        return []
+    flat = dict((h, _flatten(copy.deepcopy(s["hashed"]), "", {})) for h, s in specs.items())
+    keys = set()
+    for f in flat.values():
+        keys |= set(f)
+    errors = []
+    for key in sorted(keys):
+        values = dict((h, flat[h].get(key, "<absent>")) for h in sorted(flat))
+        if len(set(json.dumps(v, sort_keys=True) for v in values.values())) > 1:
+            errors.append("ranks differ in %s: %s" % (key, "; ".join("%s=%s" % (h, values[h]) for h in sorted(values))))
+    if not errors:
+        errors.append("spec hashes differ (%s) although no key differs; re-render every rank"
+                      % ", ".join("%s=%s" % (h, hashes[h][:12]) for h in sorted(hashes)))
+    return errors
+
+
+def padding_guard_errors(lane, checkpoint_config, drafter_config=None, host="this host"):
+    """The TP-padding launch guard (operations spec D.2 pre-check, D.3 drafter check).
+
+    checkpoint_config / drafter_config: parsed config.json of the checkpoint and drafter on this host.
+    Every padding target present in the file must equal the lane's value; heads_padding targets must
+    equal the file's head counts. Returns errors naming host, file, key, both values and the fix.
+    """
+    errors = []
+    targets = (lane.get("padding") or {}).get("config_targets") or {}
+    for key, want in targets.items():
+        node = checkpoint_config
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None and node != want:
+            errors.append("%s: checkpoint config.json %s is %r, the lane's padding target is %r; run the tp_pad role "
+                          "(tp_config_pad) before starting the ranks" % (host, key, node, want))
+    for label, model, config in (("checkpoint", lane.get("checkpoint"), checkpoint_config),
+                                 ("drafter", lane.get("drafter"), drafter_config)):
+        pad = (model or {}).get("heads_padding") or {}
+        if not pad:
+            continue
+        if config is None:
+            errors.append("%s: the %s config.json was not read; the lane pads its heads, so it must exist"
+                          % (host, label))
+            continue
+        for key in ("num_attention_heads", "num_key_value_heads"):
+            if key in pad and config.get(key) != pad[key]:
+                errors.append("%s: %s config.json %s is %r, the lane's heads_padding wants %r; run the tp_pad role "
+                              "(drafter_pad) before starting the ranks" % (host, label, key, config.get(key), pad[key]))
+    return errors
