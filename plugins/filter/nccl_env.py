@@ -24,7 +24,7 @@ description:
     holds this host's rendezvous address, C(VLLM_HOST_IP) = that address (F06).
   - Plus the fixed keys of the topology's seed block (spec B.3) merged with the lane's C(nccl) block.
   - "Helpers in this file: C(rdma_fabric_plan) (dict of host -> rdma_facts, keyword options ranks, topology,
-    interface, mtu, master_addr, platform -> plan with topology, fabric_cidrs, rendezvous, master_addr,
+    interface, mtu, master_addr, platform, check_hostname -> plan with topology, fabric_cidrs, rendezvous, master_addr,
     links, same_index_links, hosts, errors, warnings, info) and C(nccl_hca_parse) (an NCCL_IB_HCA value ->
     C({mode, items}); with a device list -> C({devices, warnings}))."
 options:
@@ -103,7 +103,7 @@ def nccl_env_filter(facts, plan, host=None, fixed=None, overrides=None):
 
 
 def rdma_fabric_plan_filter(hosts_facts, ranks=None, topology='auto', interface=None, mtu=9000,
-                            master_addr=None, platform='spark'):
+                            master_addr=None, platform='spark', check_hostname=True):
     if not isinstance(hosts_facts, dict) or not hosts_facts:
         raise AnsibleFilterError('rdma_fabric_plan: input must map each host to its rdma_facts')
     missing = sorted(h for h, f in hosts_facts.items() if not isinstance(f, dict) or 'hcas' not in f)
@@ -113,7 +113,8 @@ def rdma_fabric_plan_filter(hosts_facts, ranks=None, topology='auto', interface=
     try:
         return plan_fabric(_plain(hosts_facts), ranks=_plain(ranks), topology=topology or 'auto',
                            interface=interface or None, mtu=int(mtu) if mtu else None,
-                           master_addr=master_addr or None, platform=platform or 'spark')
+                           master_addr=master_addr or None, platform=platform or 'spark',
+                           check_hostname=bool(check_hostname))
     except (RdmaError, ValueError) as e:
         raise AnsibleFilterError('rdma_fabric_plan: %s' % e)
 

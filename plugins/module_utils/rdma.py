@@ -522,12 +522,12 @@ def check_gid_index(host, facts, hca_names, index):
 
 
 def _rank_order(hosts_facts, ranks):
-    ranks = ranks or {}
+    ranks = dict((h, int(r)) for h, r in (ranks or {}).items() if r is not None)
     return sorted(hosts_facts, key=lambda h: (ranks.get(h, 1 << 30), h))
 
 
 def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=9000,
-                master_addr=None, platform='spark'):
+                master_addr=None, platform='spark', check_hostname=True):
     """Classify the fabric across all ranks and choose the rendezvous network.
 
     ``hosts_facts``: ``{host: rdma_facts}``; ``ranks``: ``{host: rank}`` (rank 0 = head).
@@ -609,7 +609,7 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
                                    pattern))
 
     _choose_rendezvous(plan, hosts_facts, order, interface, master_addr, errors)
-    _host_checks(plan, hosts_facts, order, mtu, platform, interface)
+    _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostname)
     return plan
 
 
@@ -651,8 +651,12 @@ def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     if choice is None and not any(e.startswith('master address') for e in errors):
         lacking = []
         for h in order:
-            if interface and interface not in (hosts_facts[h].get('netdevs') or {}):
+            dev = (hosts_facts[h].get('netdevs') or {}).get(interface) if interface else None
+            if interface and dev is None:
                 lacking.append('%s (no interface %s)' % (h, interface))
+            elif interface and (not netdev_is_up(dev) or usable_ipv4(dev) is None):
+                lacking.append('%s (%s is %s, %s)' % (h, interface, dev.get('operstate') or 'unknown',
+                                                      'no IPv4' if usable_ipv4(dev) is None else 'not UP'))
         errors.append('no subnet is shared by every rank to host the rendezvous (TCPStore/Gloo)%s; '
                       'give every rank an address on one common network (fabric or management)%s'
                       % (': ' + ', '.join(lacking) if lacking else ' among ' + ', '.join(order),
@@ -666,7 +670,7 @@ def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     plan['master_addr'] = ip
 
 
-def _host_checks(plan, hosts_facts, order, mtu, platform, interface):
+def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostname=True):
     errors, info = plan['errors'], plan['info']
     mtus = []
     for h in order:
@@ -715,7 +719,7 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface):
                 view['gid_index'] = idx[0]
                 view['errors'].extend(check_gid_index(h, facts, view['hcas'], idx[0]))
         resolved = facts.get('hostname_ipv4') or []
-        if resolved and is_loopback_address(resolved[0]):
+        if check_hostname and resolved and is_loopback_address(resolved[0]):
             view['errors'].append('%s: host name %s resolves to %s (loopback), so Gloo/TCPStore can bind to '
                                   'loopback and peers get "Connection refused" (F26): map %s to %s in /etc/hosts '
                                   'instead of %s' % (h, facts.get('hostname'), resolved[0], facts.get('hostname'),

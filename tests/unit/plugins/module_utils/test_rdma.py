@@ -272,6 +272,10 @@ def test_f06_socket_iface_follows_the_address_and_pin_without_address_fails():
         'would fail with "Unable to find address" (F06): bring it up with an IPv4 or pin the interface '
         'that holds the address']
     assert pinned['rendezvous'] is None
+    assert pinned['errors'] == [
+        'no subnet is shared by every rank to host the rendezvous (TCPStore/Gloo): node-a (enp1s0f1np1 is DOWN, '
+        'no IPv4), node-b (enp1s0f1np1 is DOWN, no IPv4); give every rank an address on one common network '
+        '(fabric or management) on enp1s0f1np1']
 
 
 def ring_hosts(nodes):
