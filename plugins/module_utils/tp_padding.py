@@ -219,12 +219,27 @@ def apply_plan(config, plan):
     return changed
 
 
+# Keys vLLM splits across ranks (spec D.1, D.2, D.3); absent ones are skipped by the guard.
+GUARD_KEYS = [
+    "num_attention_heads", "num_key_value_heads", "linear_num_heads", "moe_intermediate_size",
+    "text_config.num_attention_heads", "text_config.num_key_value_heads", "text_config.linear_num_heads",
+    "text_config.linear_attn_config.num_heads", "text_config.moe_intermediate_size",
+]
+
+
 def divisibility(config, keys, tp):
-    """Keys whose value does not divide by tp: [(key, value)], absent keys skipped (guard)."""
+    """Keys whose value tp does not split: [(key, value)], absent keys skipped (launch guard).
+
+    kv head counts below tp are fine when tp is a multiple of them: vLLM replicates kv heads.
+    """
     bad = []
     for key in keys:
         value = get_dotted(config, key, None)
-        if _is_int(value) and value % tp:
+        if not _is_int(value) or value <= 0:
+            continue
+        if key.rsplit(".", 1)[-1] == "num_key_value_heads" and value < tp and tp % value == 0:
+            continue
+        if value % tp:
             bad.append((key, value))
     return bad
 

@@ -35,7 +35,7 @@ description:
     block of every layer is also checked to be exactly zero.
   - When the tensor-parallel size divides the released head counts nothing is touched.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 requirements:
   - Python 3 on the host that owns the files. numpy is optional - it makes the check fast; without it the
     check runs in plain Python, which is refused (missing numpy) for layers too large to finish in about
@@ -85,8 +85,10 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
 notes:
   - numpy has no bfloat16, so the safetensors library cannot hand a bf16 checkpoint to numpy, and the nodes
@@ -322,9 +324,9 @@ def main():
             path=dict(type="path", required=True),
             tensor_parallel_size=dict(type="int", required=True),
             num_attention_heads=dict(type="int", required=True),
-            num_key_value_heads=dict(type="int", required=True),
+            num_key_value_heads=dict(type="int", required=True, no_log=False),
             expect_num_attention_heads=dict(type="int"),
-            expect_num_key_value_heads=dict(type="int"),
+            expect_num_key_value_heads=dict(type="int", no_log=False),
             backup_suffix=dict(type="str", default=".orig"),
             verify=dict(type="bool", default=True),
             tolerance=dict(type="float", default=1e-4),

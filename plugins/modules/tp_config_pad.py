@@ -26,12 +26,13 @@ description:
     overwritten. A second run reports C(already padded) with C(changed=false).
   - A file padded inconsistently (some keys at target and others not, or a key at another
     value) is refused; the message names every key with its on-disk value and its target.
-  - With I(guard=true) nothing is written: the module fails unless the file is at target (or
-    tensor-parallel size divides it), which is the launch guard C(vllm_ranks) runs.
+  - With I(guard=true) nothing is written. The module fails unless the file is at target (or
+    the tensor-parallel size divides it) and every key of I(guard_keys) present in the file divides
+    by the tensor-parallel size. This is the launch guard C(vllm_ranks) runs.
   - The file is rewritten atomically with two-space indentation and the key order kept
     (mode 0644). C(vocab_size) and every key not in I(targets) stay untouched.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   path:
     description: Path to the checkpoint's C(config.json) on the target.
@@ -54,6 +55,16 @@ options:
     description: Suffix of the one-time backup of the released file.
     type: str
     default: .orig
+  guard_keys:
+    description:
+      - Keys checked for divisibility by the tensor-parallel size when I(guard=true); keys absent from
+        the file are skipped. A kv head count below the tensor-parallel size passes when it divides it
+        (vLLM replicates kv heads).
+    type: list
+    elements: str
+    default: [num_attention_heads, num_key_value_heads, linear_num_heads, moe_intermediate_size,
+              text_config.num_attention_heads, text_config.num_key_value_heads, text_config.linear_num_heads,
+              text_config.linear_attn_config.num_heads, text_config.moe_intermediate_size]
   guard:
     description:
       - Check only, never write. Fail when the file needs padding or is inconsistent, naming the
@@ -62,8 +73,10 @@ options:
     default: false
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
 notes:
   - Source of the rules - operations spec D.1, D.2 (Y3 C(scripts/pad-config.py), L3 lcm rule) and
@@ -113,7 +126,7 @@ plan:
   sample:
     text_config.moe_intermediate_size: {current: 2048, target: 2112, original: 2048, candidate: 2112, state: needs_pad}
 changed_keys:
-  description: Keys written (or that would be in check mode), as C({key: [before, after]}).
+  description: "Keys written (or that would be in check mode), as C({key: [before, after]})."
   returned: always
   type: dict
 backup_file:
@@ -135,7 +148,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import (
-    PaddingError, apply_plan, config_plan, diff_lines, dump_config)
+    GUARD_KEYS, PaddingError, apply_plan, config_plan, diff_lines, divisibility, dump_config)
 
 
 def _load(module, path):
@@ -156,6 +169,7 @@ def main():
             targets=dict(type="dict", required=True),
             backup_suffix=dict(type="str", default=".orig"),
             guard=dict(type="bool", default=False),
+            guard_keys=dict(type="list", elements="str", default=list(GUARD_KEYS), no_log=False),
         ),
         supports_check_mode=True,
     )
@@ -179,6 +193,15 @@ def main():
 
     result = dict(changed=False, action=plan["action"], plan=plan["keys"], changed_keys={},
                   drift=plan["drift"], path=path)
+    if module.params["guard"] and plan["action"] != "pad":
+        bad = divisibility(config, module.params["guard_keys"], tp)
+        if bad:
+            module.fail_json(msg="%s: %s; vLLM cannot split them across %d ranks. Fix: pad the file - set the lane's "
+                                 "padding.config_targets (config.json widths and heads, spec D.2) or heads_padding "
+                                 "(checkpoint or drafter weights, spec D.3) and run ansible-playbook site.yml "
+                                 "--tags tp_pad" % (path, ", ".join("%s = %d does not divide by tensor-parallel size %d"
+                                                                   % (k, v, tp) for k, v in bad), tp),
+                             **dict((k, v) for k, v in result.items() if k != "changed"))
     if original is not None:
         result["backup_file"] = backup
     if plan["action"] == "empty":

@@ -92,6 +92,12 @@ def test_divisibility():
     assert tpp.divisibility(cfg, keys, 3) == [("text_config.num_attention_heads", 64),
                                               ("text_config.moe_intermediate_size", 2048)]
     assert tpp.divisibility(cfg, keys, 4) == []
+    # kv heads fewer than tp are replicated by vLLM when tp is a multiple of them.
+    tiny = {"num_attention_heads": 4, "num_key_value_heads": 2}
+    assert tpp.divisibility(tiny, ["num_attention_heads", "num_key_value_heads"], 4) == []
+    assert tpp.divisibility(tiny, ["num_attention_heads", "num_key_value_heads"], 3) == [
+        ("num_attention_heads", 4), ("num_key_value_heads", 2)]
+    assert tpp.divisibility({"num_key_value_heads": 3}, ["num_key_value_heads"], 4) == [("num_key_value_heads", 3)]
 
 
 def drafter_cfg():

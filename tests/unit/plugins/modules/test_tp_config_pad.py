@@ -195,3 +195,42 @@ def test_guard(cfg):
     assert not failed and result["action"] == "at_target"
     result, failed = run(cfg, 2, guard=True)
     assert not failed and result["action"] == "divides"
+
+
+def test_guard_without_targets_names_keys(cfg):
+    # A TP3 lane that forgot its padding targets: the launch guard stops it (spec D.1).
+    result, failed = run(cfg, 3, targets={}, guard=True)
+    assert failed
+    assert result["msg"].startswith(
+        "%s: text_config.num_attention_heads = 64 does not divide by tensor-parallel size 3, "
+        "text_config.num_key_value_heads = 64 does not divide by tensor-parallel size 3, "
+        "text_config.linear_attn_config.num_heads = 64 does not divide by tensor-parallel size 3, "
+        "text_config.moe_intermediate_size = 2048 does not divide by tensor-parallel size 3;" % cfg)
+    assert "ansible-playbook site.yml --tags tp_pad" in result["msg"]
+    result, failed = run(cfg, 4, targets={}, guard=True)
+    assert not failed and result["action"] == "empty"
+
+
+def test_guard_drafter_config(tmp_path, fixture_path):
+    # F12: the DFlash2 drafter's 32/8 heads at TP3.
+    path = tmp_path / "config.json"
+    shutil.copyfile(fixture_path("model-configs", "dflash2-drafter-config.json"), str(path))
+    result, failed = run(path, 3, targets={}, guard=True)
+    assert failed
+    assert result["msg"].startswith("%s: num_attention_heads = 32 does not divide by tensor-parallel size 3, "
+                                    "num_key_value_heads = 8 does not divide by tensor-parallel size 3;" % path)
+    data = json.loads(path.read_text())
+    data["num_attention_heads"], data["num_key_value_heads"] = 48, 12
+    path.write_text(json.dumps(data))
+    result, failed = run(path, 3, targets={}, guard=True)
+    assert not failed
+
+
+def test_guard_kv_replication(tmp_path):
+    # 4 q / 2 kv at TP4: vLLM replicates the 2 kv heads, so only the q heads must divide.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_attention_heads": 4, "num_key_value_heads": 2}))
+    assert run(path, 4, targets={}, guard=True)[1] is False
+    result, failed = run(path, 3, targets={}, guard=True)
+    assert failed and "num_attention_heads = 4 does not divide by tensor-parallel size 3, " \
+        "num_key_value_heads = 2 does not divide" in result["msg"]
