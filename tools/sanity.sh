@@ -3,6 +3,7 @@
 # self-link and refuses it), so copy the files git knows into one and run there.
 set -euo pipefail
 root=${1:-/tmp/dgxspark-sanity}
+[ $# -gt 0 ] && shift
 src=$(cd "$(dirname "$0")/.." && pwd)
 dest="$root/ansible_collections/dgxspark/vllm"
 rm -rf "$root"
