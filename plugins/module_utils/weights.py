@@ -13,7 +13,6 @@ Manifest (format 1), one document for the checkpoint and the optional drafter::
     {"format": 1,
      "artifacts": {
        "checkpoint": {"root": "/var/tmp/models/x", "repo_id": "...", "revision": "<40 hex>",
-                      "config_source": "config.json" | "config.json.orig",
                       "shards": ["model-00001-of-00002.safetensors", ...],
                       "files": {"<relpath>": {"size": <bytes>, "sha256": "<hex>" | null}}},
        "drafter": {... same ...} | absent}}
@@ -22,11 +21,13 @@ Sizes are bytes. sha256 is recorded for every file that is not a weight file (co
 tokenizer, templates, index, ...) and, for the drafter, for every file (C.9: a 2.2 GB drafter
 is cheap to hash, and a wrong drafter gives wrong answers without an error).
 
-tp_pad rule: tp_pad may rewrite ``config.json`` on a node after the copy and keeps the
-original as ``config.json.orig``. The manifest entry ``config.json`` always describes the
-pristine file: ``config.json.orig`` when it exists, else ``config.json``. Verification applies
-the same choice on each node, so a padded node still verifies, and ``config.json.orig`` itself
-is never listed.
+Padding rule (shared with tp_pad and drafter_pad): those roles rewrite files on a node after
+the copy (``config.json`` for TP3, the drafter's weights) and keep the released file once as
+``<name>.orig``. The manifest always describes the released (pristine) bytes: for a file
+``X``, ``X.orig`` when it exists, else ``X``. Verification makes the same choice on each node,
+so a padded node verifies and nothing fights the padding; ``*.orig`` files are never listed.
+A repair of ``X`` removes the node's ``X.orig`` and fetches the owner's ``X`` and ``X.orig``
+(when the owner has one), so the padding roles find a consistent pair afterwards.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -42,7 +43,8 @@ import stat
 
 MANIFEST_FORMAT = 1
 CONFIG = "config.json"
-CONFIG_ORIG = "config.json.orig"
+ORIG_SUFFIX = ".orig"
+CONFIG_ORIG = CONFIG + ORIG_SUFFIX
 INDEX = "model.safetensors.index.json"
 CHAT_TEMPLATE = "chat_template.jinja"
 CHAT_TEMPLATE_MM = "chat_template_mm.jinja"
@@ -188,17 +190,19 @@ def walk_tree(root):
         for d in dirnames:
             dirs.append(os.path.normpath(os.path.join(rel, d)))
         for name in sorted(filenames):
-            if name.startswith(".") or name == CONFIG_ORIG:
+            if name.startswith("."):
                 continue
+            if name.endswith(ORIG_SUFFIX):
+                name = name[:-len(ORIG_SUFFIX)]
             files.append(os.path.normpath(os.path.join(rel, name)))
-    return files, dirs
+    return sorted(set(files)), dirs
 
 
-def config_source(root):
-    """The pristine config file name on this node (tp_pad rule, see module docstring)."""
-    if os.path.isfile(os.path.join(root, CONFIG_ORIG)):
-        return CONFIG_ORIG
-    return CONFIG
+def pristine(root, rel):
+    """The released copy of rel on this node: rel.orig when a padding role kept one, else rel."""
+    if os.path.isfile(os.path.join(root, rel + ORIG_SUFFIX)):
+        return rel + ORIG_SUFFIX
+    return rel
 
 
 def build_artifact(root, hash_all=False, repo_id=None, revision=None, require_index=True):
@@ -207,14 +211,13 @@ def build_artifact(root, hash_all=False, repo_id=None, revision=None, require_in
         raise WeightsError("%s: directory missing; fetch the checkpoint on the owner first "
                            "(model_weights_source hub) or place it there (preplaced)" % root)
     files, _dirs = walk_tree(root)
-    src = config_source(root)
-    if CONFIG not in files and src == CONFIG:
+    if CONFIG not in files:
         raise WeightsError("%s: no config.json; the directory is not a Hugging Face checkpoint" % root)
     shards = []
     index = os.path.join(root, INDEX)
     if os.path.exists(index):
         shards = index_shards(index)
-        missing = [s for s in shards if not os.path.isfile(os.path.join(root, s))]
+        missing = [s for s in shards if not os.path.isfile(os.path.join(root, pristine(root, s)))]
         if missing:
             raise WeightsError("%s: %d shard(s) named by %s are missing on the owner, first %s; "
                                "re-run the fetch (it resumes)" % (root, len(missing), INDEX, missing[0]))
@@ -222,19 +225,13 @@ def build_artifact(root, hash_all=False, repo_id=None, revision=None, require_in
         raise WeightsError("%s: neither %s nor a *.safetensors file" % (root, INDEX))
     entries = {}
     for rel in files:
-        path = os.path.join(root, rel)
-        if rel == CONFIG:
-            path = os.path.join(root, src)
+        path = os.path.join(root, pristine(root, rel))
         size = os.path.getsize(path)
         digest = None
         if hash_all or not _is_weight(rel):
             digest = sha256_file(path)
         entries[rel] = {"size": size, "sha256": digest}
-    if CONFIG not in entries:
-        # only config.json.orig present: tp_pad moved it; record the pristine one.
-        path = os.path.join(root, src)
-        entries[CONFIG] = {"size": os.path.getsize(path), "sha256": sha256_file(path)}
-    art = {"root": root, "config_source": src, "shards": shards, "files": entries}
+    art = {"root": root, "shards": shards, "files": entries}
     if repo_id:
         art["repo_id"] = repo_id
     if revision:
@@ -308,12 +305,11 @@ def verify_artifact(expected, root, node, artifact):
         problems.append(_problem(node, artifact, ".", "present", "directory", "missing",
                                  "copy the checkpoint from the owner (model_weights share mode)"))
         return problems
-    src = config_source(root)
     want_files = expected.get("files", {})
     for rel in sorted(want_files):
         want = want_files[rel]
-        path = os.path.join(root, src if rel == CONFIG else rel)
-        shown = src if rel == CONFIG else rel
+        shown = pristine(root, rel)
+        path = os.path.join(root, shown)
         if not os.path.isfile(path):
             problems.append(_problem(node, artifact, shown, "present", "file", "missing",
                                      "copy it from the owner"))
@@ -349,25 +345,23 @@ def verify_manifest(expected, node, roots=None):
 
 
 def transfer_plan(problems, manifest):
-    """Per artifact: files to fetch again and whether the pristine config must be refetched.
+    """Per artifact: the files to fetch again from the owner (names without .orig), sorted.
 
-    A node whose config differs gets the owner's pristine config as config.json, and its
-    config.json.orig is dropped so tp_pad pads from a pristine base again.
+    A missing tree means every file of the manifest. See the padding rule in the module
+    docstring for what happens to the node's ``X.orig``.
     """
     plan = {}
     for p in problems:
-        if p["item"] == "mode" or p["item"] == "manifest":
+        if p["item"] in ("mode", "manifest"):
             continue
-        entry = plan.setdefault(p["artifact"], {"files": [], "config_from": None, "all": False})
+        files = plan.setdefault(p["artifact"], set())
         if p["file"] == ".":
-            entry["all"] = True
-        elif p["file"] in (CONFIG, CONFIG_ORIG):
-            entry["config_from"] = manifest["artifacts"][p["artifact"]].get("config_source", CONFIG)
+            files.update(manifest["artifacts"][p["artifact"]]["files"])
+        elif p["file"].endswith(ORIG_SUFFIX):
+            files.add(p["file"][:-len(ORIG_SUFFIX)])
         else:
-            entry["files"].append(p["file"])
-    for entry in plan.values():
-        entry["files"] = sorted(set(entry["files"]))
-    return plan
+            files.add(p["file"])
+    return dict((k, sorted(v)) for k, v in plan.items())
 
 
 def format_problems(problems, limit=10):

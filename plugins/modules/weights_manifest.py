@@ -19,9 +19,10 @@ description:
     hashed, weights included (operations spec C.9).
   - On every other node (O(state=verified)) compares the directory with the owner's manifest and
     reports each difference with node, file, expected and found value (field case F23).
-  - C(config.json) rule shared with the C(tp_pad) role - when C(config.json.orig) exists it is the
-    pristine file and stands for C(config.json) both when writing and when verifying, so a padded
-    node still verifies and nothing fights tp_pad's rewrite.
+  - Padding rule shared with C(tp_pad) and C(drafter_pad) - when C(X.orig) exists (their one-time
+    backup of a file C(X) they rewrite, for example C(config.json.orig)) it is the released file and
+    stands for C(X) both when writing and when verifying, so a padded node still verifies and nothing
+    fights the padding. C(*.orig) files are never listed; hidden entries (C(.cache)) are skipped.
   - Optionally sets files to 0644 and directories to 0755 so a root-squashed NFS reader can open
     them (operations spec C.5, G36).
 author:
@@ -105,7 +106,7 @@ manifest:
   description: The owner's manifest (written) or the expected one (verified).
   returned: always
   type: dict
-  sample: {"format": 1, "artifacts": {"checkpoint": {"root": "/var/tmp/models/tiny-glm", "config_source": "config.json",
+  sample: {"format": 1, "artifacts": {"checkpoint": {"root": "/var/tmp/models/tiny-glm",
            "shards": ["model.safetensors"], "files": {"config.json": {"size": 702, "sha256": "9f0c..."}}}}}
 sha256:
   description: sha256 of the canonical JSON of the manifest (the fact C(model_weights_manifest_sha256)).
@@ -117,10 +118,11 @@ problems:
   type: list
   elements: dict
 plan:
-  description: Per artifact, the files to copy again (C(files)), whether the whole tree is missing (C(all)) and
-    which owner file to fetch as C(config.json) (C(config_from)).
+  description: Per artifact (C(checkpoint), C(drafter)), the sorted list of file names (never C(.orig)) to copy
+    again from the owner; every file when the directory is missing. Mode-only problems are not listed.
   returned: always
   type: dict
+  sample: {"checkpoint": ["model-00002-of-00002.safetensors"]}
 modes_fixed:
   description: Relative paths whose mode was (or in check mode would be) changed.
   returned: always

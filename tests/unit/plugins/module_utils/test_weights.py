@@ -202,8 +202,7 @@ def test_verify_truncated_shard_names_node_file_sizes(tmp_path):
     assert w.format_problems(problems) == (
         "spark-sim-1: checkpoint model-00002-of-00002.safetensors: size expected %d, found %d; fix: copy it again "
         "from the owner (truncated or different file)" % (full, full - 100))
-    assert w.transfer_plan(problems, m) == {"checkpoint": {"files": ["model-00002-of-00002.safetensors"],
-                                                           "config_from": None, "all": False}}
+    assert w.transfer_plan(problems, m) == {"checkpoint": ["model-00002-of-00002.safetensors"]}
 
 
 def test_verify_different_config_same_size_caught_by_sha(tmp_path):
@@ -220,7 +219,7 @@ def test_verify_different_config_same_size_caught_by_sha(tmp_path):
     assert p["expected"] == m["artifacts"]["checkpoint"]["files"]["config.json"]["sha256"]
     with open(path, "rb") as f:
         assert p["actual"] == hashlib.sha256(f.read()).hexdigest()
-    assert w.transfer_plan([p], m)["checkpoint"]["config_from"] == "config.json"
+    assert w.transfer_plan([p], m) == {"checkpoint": ["config.json"]}
 
 
 def test_verify_missing_template_and_missing_tree(tmp_path):
@@ -230,7 +229,7 @@ def test_verify_missing_template_and_missing_tree(tmp_path):
     assert (p["file"], p["item"], p["expected"], p["actual"]) == ("chat_template.jinja", "present", "file", "missing")
     (p,) = w.verify_manifest(m, "spark-sim-1", {"checkpoint": str(tmp_path / "nowhere")})
     assert (p["file"], p["item"], p["actual"]) == (".", "present", "missing")
-    assert w.transfer_plan([p], m)["checkpoint"]["all"] is True
+    assert w.transfer_plan([p], m) == {"checkpoint": sorted(m["artifacts"]["checkpoint"]["files"])}
 
 
 def test_mode_0600_file_reported_and_fixed(tmp_path):
@@ -245,7 +244,7 @@ def test_mode_0600_file_reported_and_fixed(tmp_path):
     assert w.mode_problems(worker, "spark-sim-1", "checkpoint") == []
 
 
-def test_tp_pad_rule_config_orig_is_the_pristine_file(tmp_path):
+def test_padding_rule_orig_is_the_pristine_file(tmp_path):
     owner, worker, m = _owner_and_worker(tmp_path)
     # tp_pad on the worker: keeps the original, rewrites config.json with padded heads.
     os.rename(os.path.join(worker, "config.json"), os.path.join(worker, "config.json.orig"))
@@ -253,20 +252,21 @@ def test_tp_pad_rule_config_orig_is_the_pristine_file(tmp_path):
     padded["text_config"]["num_attention_heads"] = 66
     with open(os.path.join(worker, "config.json"), "w") as f:
         json.dump(padded, f)
+    assert w.walk_tree(worker)[0] == w.walk_tree(owner)[0]  # config.json.orig is never listed
     assert w.verify_manifest(m, "spark-sim-1", {"checkpoint": worker}) == []
-    # The owner padded too: its manifest is unchanged (it records config.json.orig as config.json).
-    os.rename(os.path.join(owner, "config.json"), os.path.join(owner, "config.json.orig"))
-    with open(os.path.join(owner, "config.json"), "w") as f:
-        json.dump(padded, f)
+    # The owner padded too (and drafter_pad-style weight backups): its manifest is unchanged.
+    for rel in ("config.json", "model-00001-of-00002.safetensors"):
+        os.rename(os.path.join(owner, rel), os.path.join(owner, rel + ".orig"))
+        with open(os.path.join(owner, rel), "w") as f:
+            f.write("padded")
     again = w.build_manifest({"checkpoint": {"root": owner}})
-    assert again["artifacts"]["checkpoint"]["config_source"] == "config.json.orig"
-    assert again["artifacts"]["checkpoint"]["files"] == m["artifacts"]["checkpoint"]["files"]
-    # A wrong pristine file on the worker is named as config.json.orig and refetched from the owner's.
+    assert again == m
+    # A wrong pristine file on the worker is named as config.json.orig; the plan fetches config.json
     with open(os.path.join(worker, "config.json.orig"), "a") as f:
         f.write(" ")
     (p,) = w.verify_manifest(again, "spark-sim-1", {"checkpoint": worker})
     assert (p["file"], p["item"]) == ("config.json.orig", "size")
-    assert w.transfer_plan([p], again)["checkpoint"]["config_from"] == "config.json.orig"
+    assert w.transfer_plan([p], again) == {"checkpoint": ["config.json"]}
 
 
 def test_hidden_entries_are_not_listed(tmp_path):

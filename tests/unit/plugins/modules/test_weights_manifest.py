@@ -87,9 +87,8 @@ def test_verified_failures_name_node_and_file(tmp_path):
     assert res["msg"].startswith("weights differ from the owner's manifest before launch: spark-sim-1: checkpoint "
                                  "chat_template.jinja: present expected file, found missing")
     assert "spark-sim-1: drafter model.safetensors: sha256 expected" in res["msg"]
-    assert res["plan"] == {"checkpoint": {"files": ["chat_template.jinja", "model-00001-of-00002.safetensors"],
-                                          "config_from": None, "all": False},
-                           "drafter": {"files": ["model.safetensors"], "config_from": None, "all": False}}
+    assert res["plan"] == {"checkpoint": ["chat_template.jinja", "model-00001-of-00002.safetensors"],
+                           "drafter": ["model.safetensors"]}
     # the role's first pass: no failure, the plan drives the copy; fix_modes repairs the 0600 file
     res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
                                                      "node": "spark-sim-1", "fail_on_mismatch": False,
