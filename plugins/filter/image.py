@@ -17,6 +17,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     check_fix_source,
     compare_fingerprints,
     hosts_needing_image,
+    pick_peer_address,
 )
 
 
@@ -53,6 +54,10 @@ def kernel_fix_mount_errors(mounts, expected, host="?"):
     return check_fix_mounts(mounts, expected, host)
 
 
+def image_peer_address(peer_ipv4s, local_cidrs, avoid=None):
+    return pick_peer_address(peer_ipv4s, local_cidrs, avoid)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -61,4 +66,5 @@ class FilterModule(object):
             "kernel_fix_source_errors": kernel_fix_source_errors,
             "kernel_fix_image_errors": kernel_fix_image_errors,
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
+            "image_peer_address": image_peer_address,
         }

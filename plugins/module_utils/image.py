@@ -406,3 +406,42 @@ def check_fix_mounts(mounts, expected, host):
             errors.append("%s: fix file mount %s is read-write; it must be read-only (mode ro)"
                           % (host, want["container"]))
     return errors
+
+
+# ---------------------------------------------------------------- node-to-node addressing
+
+def pick_peer_address(peer_ipv4s, local_cidrs, avoid=None):
+    """The peer address to stream to: the first of the peer's IPv4 addresses that lies in a
+    subnet this node is on, preferring any subnet other than `avoid`'s (the management
+    network), so images move over the fabric (issue 6). None when no subnet is shared.
+
+    local_cidrs: this node's addresses as 'a.b.c.d/len'. peer_ipv4s: plain addresses.
+    """
+    import ipaddress
+
+    nets = []
+    for cidr in local_cidrs or []:
+        try:
+            nets.append(ipaddress.ip_interface(u"%s" % cidr).network)
+        except ValueError:
+            continue
+    avoid_net = None
+    if avoid:
+        for net in nets:
+            if ipaddress.ip_address(u"%s" % avoid) in net:
+                avoid_net = net
+    fallback = None
+    for addr in peer_ipv4s or []:
+        try:
+            ip = ipaddress.ip_address(u"%s" % addr)
+        except ValueError:
+            continue
+        if ip.is_loopback:
+            continue
+        for net in nets:
+            if ip in net:
+                if net == avoid_net:
+                    fallback = fallback or str(ip)
+                else:
+                    return str(ip)
+    return fallback

