@@ -98,7 +98,10 @@ def parse_phase(text):
     """
     phase, last_line, best = "none", None, -1
     shards = None
-    for line in split_log_lines(text):
+    lines = split_log_lines(text)
+    if lines:
+        phase = "starting"  # the container logs, no milestone yet
+    for line in lines:
         m = _SHARDS_RE.search(line)
         if m:
             shards = (int(m.group("k")), int(m.group("n")))

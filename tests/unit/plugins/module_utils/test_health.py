@@ -143,7 +143,8 @@ def test_phase_progression_cut_at_each_milestone():
     for i in range(1, len(lines) + 1):
         seen.append(health.parse_phase("\n".join(lines[:i]))["phase"])
     # backend lines, nccl line, weights, KV memory, pool, concurrency, init engine, API
-    assert seen == ["none", "none", "none", "none", "weights_loaded", "kv_cache", "kv_cache", "kv_cache",
+    assert health.parse_phase("")["phase"] == "none"
+    assert seen == ["starting", "starting", "starting", "starting", "weights_loaded", "kv_cache", "kv_cache", "kv_cache",
                     "engine_ready", "api_up"]
 
 
