@@ -46,7 +46,7 @@ options:
     description: The lane's C(nccl) block; merged over the fixed keys, a null value removes a key.
     type: dict
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 '''
 
 EXAMPLES = r'''

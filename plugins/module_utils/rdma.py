@@ -555,7 +555,7 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
             members.setdefault(c['cidr'], [])
             if h not in members[c['cidr']]:
                 members[c['cidr']].append(h)
-    shared = [c for c in sorted(members, key=lambda c: ipaddress.IPv4Network(c)) if len(members[c]) == len(order)]
+    shared = [c for c in sorted(members, key=ipaddress.IPv4Network) if len(members[c]) == len(order)]
     pairs_ok = all(any(a in m and b in m for m in members.values())
                    for i, a in enumerate(order) for b in order[i + 1:])
 
@@ -590,7 +590,7 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
         plan['fabric_cidrs'] = shared[:1] if shared else []
     elif kind == 'ring':
         plan['fabric_cidrs'] = sorted((c for c in members if len(members[c]) >= 2),
-                                      key=lambda c: ipaddress.IPv4Network(c))
+                                      key=ipaddress.IPv4Network)
         for c in plan['fabric_cidrs']:
             ends = []
             for h in members[c]:
@@ -616,13 +616,13 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
 def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     head = order[0]
     subnets = dict((h, _host_subnets(hosts_facts[h])) for h in order)
-    common = [c for c in sorted(subnets[head], key=lambda c: ipaddress.IPv4Network(c))
+    common = [c for c in sorted(subnets[head], key=ipaddress.IPv4Network)
               if all(c in subnets[h] for h in order)]
     # one address on several hosts is a local bridge, not a shared L2
     common = [c for c in common
-              if len(set(ip for h in order for _, ip in subnets[h][c])) >= len(order)]
+              if len(set(ip for h in order for _n, ip in subnets[h][c])) >= len(order)]
     if interface:
-        common = [c for c in common if any(n == interface for n, _ in subnets[head][c])]
+        common = [c for c in common if any(n == interface for n, _ip in subnets[head][c])]
     if plan['topology'] == 'single_subnet' and plan['fabric_cidrs']:
         preferred = [c for c in common if c in plan['fabric_cidrs']]
     else:
@@ -631,7 +631,7 @@ def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     choice = (preferred or common or [None])[0]
     if requested:
         req_net = [c for c in common if ipaddress.IPv4Address(requested) in ipaddress.IPv4Network(c)]
-        owner = [h for h in order for c in subnets[h] for _, ip in subnets[h][c] if ip == requested]
+        owner = [h for h in order for c in subnets[h] for _n, ip in subnets[h][c] if ip == requested]
         if not req_net or owner != [head]:
             unreach = [h for h in order if not any(ipaddress.IPv4Address(requested) in ipaddress.IPv4Network(c)
                                                    for c in subnets[h])]
@@ -739,7 +739,7 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
                           'NCCL pairs devices by index: give every rank the same number of fabric HCAs'
                           % '; '.join('%s=%s' % (h, ','.join(plan['hosts'][h]['hcas'])) for h in order))
     if mtus:
-        values = set(m for _, _, m in mtus)
+        values = set(m[2] for m in mtus)
         if len(values) > 1 or (mtu and values != set([mtu])):
             target = mtu or max(v for v in values if v is not None)
             errors.append('fabric MTU must be %s and equal on every rank: %s; set mtu %s on those netdevs '

@@ -23,7 +23,7 @@ description:
     host name resolves to (field case F26).
   - Read-only; returns the same data in check mode.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   sysfs_root:
     description:
@@ -48,19 +48,21 @@ options:
     default: /proc/meminfo
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is identical in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 notes:
   - A missing tool fails with the package to install; malformed output fails quoting the line.
-seealso:
-  - name: Operations spec C.6 (RDMA / NIC discovery)
-    description: notes/operations-spec.md in the project notes; docs/rdma.md in this collection.
+  - Rules and their sources (operations spec C.6, field cases F03, F07, F26) are tabled in C(docs/rdma.md).
 '''
 
 EXAMPLES = r'''
