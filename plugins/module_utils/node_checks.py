@@ -126,7 +126,7 @@ def parse_nvidia_smi_csv(text, fields=None):
         lines = lines[1:]
     rows = []
     for line in lines:
-        cells = [c for c in line.split(",")]
+        cells = line.split(",")
         if len(cells) != len(fields):
             raise NodeCheckError("nvidia-smi row %r has %d fields, expected %d (%s)"
                                  % (line, len(cells), len(fields), ", ".join(fields)))
@@ -155,7 +155,7 @@ def version_tuple(version):
     """'580.126.09' -> (580, 126, 9); None for anything without a leading number."""
     if version is None:
         return None
-    parts = re.findall(r"\d+", str(version).split("-")[0].split("+")[0])
+    parts = re.findall(r"\d+", str(version).split("-", 1)[0].split("+", 1)[0])
     return tuple(int(p) for p in parts) if parts else None
 
 
@@ -221,7 +221,7 @@ def parse_hosts(text):
 
 def is_loopback(address):
     try:
-        return ipaddress.ip_address(str(address).split("%")[0]).is_loopback
+        return ipaddress.ip_address(str(address).split("%", 1)[0]).is_loopback
     except ValueError:
         return False
 
@@ -360,8 +360,8 @@ def disk_shortfalls(needs, probes):
                                                 "free_gib": float(p["free_gib"])})
         entry["paths"].append(path)
         entry["need_gib"] = float(_dec(entry["need_gib"]) + _dec(needs[path]))
-    return [e for _, e in sorted(by_dev.items(), key=lambda kv: kv[1]["probe"])
-            if e["free_gib"] < e["need_gib"]]
+    entries = sorted(by_dev.values(), key=lambda e: e["probe"])
+    return [e for e in entries if e["free_gib"] < e["need_gib"]]
 
 
 # --- per-node verdicts ---------------------------------------------------------------------
@@ -443,8 +443,8 @@ def node_checks(host, node, lane_spec):
             "hostname_not_loopback", not hn.get("loopback"), addrs,
             "%s: host name '%s' resolves to loopback %s first (F26); Gloo and NCCL would bind 127.0.0.1 and "
             "peers get 'Connection refused'. Fix: map '%s' to this node's management address in /etc/hosts "
-            "(not on the %s line) or DNS." % (host, hn.get("hostname"), addrs[0] if addrs else "",
-                                               hn.get("hostname"), addrs[0] if addrs else "")))
+            "(not on the %s line) or DNS."
+            % (host, hn.get("hostname"), addrs[0] if addrs else "", hn.get("hostname"), addrs[0] if addrs else "")))
     return checks
 
 

@@ -21,7 +21,9 @@ description:
   - Read-only; returns the fact C(preflight_node). The verdicts are made on the controller by the
     C(dgxspark.vllm.node_preflight_checks) and C(dgxspark.vllm.node_utilization_verdict) filters.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -29,7 +31,10 @@ attributes:
   diff_mode:
     support: none
   idempotent:
+    description: Running it twice with the same inputs reports the same state.
     support: full
+  platform:
+    platforms: posix
 options:
   meminfo_path:
     description: File in C(/proc/meminfo) format.
