@@ -6,7 +6,8 @@ Used by the vllm_health unit tests and the molecule scenario (the e2e test cover
 engine). Answers file (JSON): {"<METHOD> <path>": answer | [answer, ...]}, where a list is played
 in order and its last entry repeats; a chat request that carries tools is looked up first as
 "<METHOD> <path>#tool=<first tool name>". An answer is {"status": int, "body": str | object,
-"delay_s": float}. Every request is appended to --requests as one JSON line.
+"delay_s": float}; a request with "stream": true is answered from "sse" (a list of event objects
+sent as server-sent events, then [DONE]) when the answer has one. Every request is appended to --requests as one JSON line.
 """
 import argparse
 import json
@@ -58,6 +59,17 @@ def make_handler(state):
             ans = state.pick(keys)
             if ans.get("delay_s"):
                 time.sleep(ans["delay_s"])
+            if isinstance(req, dict) and req.get("stream") and "sse" in ans:
+                self.send_response(int(ans.get("status", 200)))
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for ev in ans["sse"]:
+                    if ans.get("event_delay_s"):
+                        time.sleep(ans["event_delay_s"])
+                    self.wfile.write(("data: %s\n\n" % json.dumps(ev)).encode("utf-8"))
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
             body = ans.get("body", "")
             if not isinstance(body, str):
                 body = json.dumps(body)
