@@ -447,6 +447,53 @@ def render_nccl_ib_hca(wanted, devices):
 
 
 # ---------------------------------------------------------------------------------------------
+# NCCL INFO lines (S13): what NCCL actually used, to compare with the rendered environment
+
+_NCCL_PREFIX = re.compile(r'^(?P<host>[^:\s]+):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$')
+_NCCL_DEV = re.compile(r'\[(\d+)\](\S+?):(\d+)/(\w+)')
+
+
+def parse_nccl_log(text):
+    """``{host: {ib_hca_env, devices: [{dev, port, link}], flags, oob: {ifname, ipv4}, gid_index}}``."""
+    out = {}
+    for line in text.splitlines():
+        m = _NCCL_PREFIX.match(line.strip())
+        if not m:
+            continue
+        rec = out.setdefault(m.group('host'), {})
+        msg = m.group('msg')
+        if msg.startswith('NCCL_IB_HCA set to '):
+            rec['ib_hca_env'] = msg[len('NCCL_IB_HCA set to '):].strip()
+        elif msg.startswith('NET/IB : Using '):
+            body, _sep, oob = msg[len('NET/IB : Using '):].partition('; OOB ')
+            rec['devices'] = [{'dev': d, 'port': int(p), 'link': k} for _i, d, p, k in _NCCL_DEV.findall(body)]
+            rec['flags'] = re.findall(r'\[([A-Z]+)\]', body)
+            name, _sep, rest = oob.partition(':')
+            rec['oob'] = {'ifname': name.strip(), 'ipv4': rest.split('<', 1)[0].strip()}
+        elif msg.startswith('NCCL_IB_GID_INDEX set by environment to '):
+            rec['gid_index'] = int(msg.rsplit(' ', 1)[1].rstrip('.'))
+    return out
+
+
+def check_nccl_log(host, seen, env):
+    """Differences between what NCCL logged on ``host`` and the environment rendered for it."""
+    errors = []
+    wanted = match_nccl_ib_hca(env['NCCL_IB_HCA'], [d['dev'] for d in seen.get('devices') or []]) \
+        if env.get('NCCL_IB_HCA') else []
+    used = [d['dev'] for d in seen.get('devices') or []]
+    if sorted(used) != sorted(wanted):
+        errors.append('%s: NCCL used %s, the environment selects %s' % (host, ','.join(used), ','.join(wanted)))
+    oob = (seen.get('oob') or {})
+    if oob and (oob.get('ifname'), oob.get('ipv4')) != (env.get('NCCL_SOCKET_IFNAME'), env.get('VLLM_HOST_IP')):
+        errors.append('%s: NCCL bootstrap went over %s:%s, expected %s:%s' % (
+            host, oob.get('ifname'), oob.get('ipv4'), env.get('NCCL_SOCKET_IFNAME'), env.get('VLLM_HOST_IP')))
+    if 'gid_index' in seen and str(seen['gid_index']) != env.get('NCCL_IB_GID_INDEX'):
+        errors.append('%s: NCCL used GID index %s, this host\'s table gives %s'
+                      % (host, seen['gid_index'], env.get('NCCL_IB_GID_INDEX')))
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------
 # Topology and rendezvous (spec A.2, C.6; F06, F07, F08)
 
 # Interfaces that are never a rendezvous path: container bridges repeat the same address on

@@ -464,3 +464,32 @@ def test_f26_loopback_hostname_is_refused_with_the_fix():
     assert plan['hosts']['node-b']['errors'] == [
         'node-b: host name node-b resolves to 127.0.1.1 (loopback), so Gloo/TCPStore can bind to loopback and '
         'peers get "Connection refused" (F26): map node-b to 10.10.0.2 in /etc/hosts instead of 127.0.1.1']
+
+
+def test_s13_nccl_log_parse_and_match_with_rendered_env(tmp_path):
+    seen = R.parse_nccl_log(fx('nccl-logs', 'spark-2node-dual-rail-healthy.log'))
+    assert seen['node-a'] == {
+        'ib_hca_env': 'roce',
+        'devices': [{'dev': 'rocep1s0f1', 'port': 1, 'link': 'RoCE'}, {'dev': 'roceP2p1s0f1', 'port': 1, 'link': 'RoCE'}],
+        'flags': ['RO'], 'oob': {'ifname': 'enp1s0f1np1', 'ipv4': '10.10.0.2'}, 'gid_index': 3}
+    assert seen['node-b']['oob'] == {'ifname': 'enp1s0f1np1', 'ipv4': '10.10.0.1'}
+    h100 = R.parse_nccl_log(fx('nccl-logs', 'mellanox-dgx-h100-net-ib-using.log'))
+    assert [d['dev'] for d in h100['node-a']['devices']] == ['mlx5_10', 'mlx5_11']
+    # the env the dual-rail S13 node renders (both f1 twins addressed, RoCE v2 IPv4 GID at 3) matches the log
+    ibdev = fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt')
+    root = tmp_path / 'node-a'
+    for hca, ip in (('rocep1s0f1', '10.10.0.2'), ('roceP2p1s0f1', '10.10.0.12')):
+        base = root / 'class' / 'infiniband' / hca / 'ports' / '1'
+        (base / 'gids').mkdir(parents=True)
+        (base / 'gid_attrs' / 'types').mkdir(parents=True)
+        (base / 'gids' / '3').write_text('::ffff:%s\n' % ip)
+        (base / 'gid_attrs' / 'types' / '3').write_text('RoCE v2\n')
+    a = brief_host(ibdev, 'enp1s0f1np1 UP 10.10.0.2/24\nenP2p1s0f1np1 UP 10.10.0.12/24\n', str(root))
+    b = brief_host(ibdev, 'enp1s0f1np1 UP 10.10.0.1/24\nenP2p1s0f1np1 UP 10.10.0.11/24\n')
+    plan = R.plan_fabric({'node-a': a, 'node-b': b}, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
+    env = R.nccl_env(a, plan, host='node-a')
+    assert R.check_nccl_log('node-a', seen['node-a'], env) == []
+    stale = dict(env, NCCL_IB_GID_INDEX='4', NCCL_SOCKET_IFNAME='enP2p1s0f1np1')
+    assert R.check_nccl_log('node-a', seen['node-a'], stale) == [
+        'node-a: NCCL bootstrap went over enp1s0f1np1:10.10.0.2, expected enP2p1s0f1np1:10.10.0.2',
+        "node-a: NCCL used GID index 3, this host's table gives 4"]
