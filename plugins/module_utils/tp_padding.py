@@ -244,6 +244,25 @@ def divisibility(config, keys, tp):
     return bad
 
 
+def hf_overrides(targets):
+    """The runtime --hf-overrides companion of a config pad (spec D.2, Y3 serve.sh).
+
+    Keys directly in text_config (or at top level) go both to the top level and into text_config;
+    deeper keys (linear_attn_config.num_heads) are read only at config construction and stay on disk.
+    """
+    top, text = {}, {}
+    for key in sorted(targets):
+        parts = key.split(".")
+        if len(parts) == 1:
+            top[parts[0]] = targets[key]
+        elif len(parts) == 2 and parts[0] == "text_config":
+            top[parts[1]] = targets[key]
+            text[parts[1]] = targets[key]
+    if text:
+        top["text_config"] = text
+    return top
+
+
 def dump_config(config):
     """Serialise like the reference script (spec D.2): 2-space indent, key order kept, final newline."""
     return json.dumps(config, indent=2) + "\n"

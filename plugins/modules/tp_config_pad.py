@@ -133,6 +133,16 @@ backup_file:
   description: Path of the backup of the released file (existing or created by this run).
   returned: when the file was padded or already carries a backup
   type: str
+hf_overrides:
+  description:
+    - The runtime C(--hf-overrides) companion of the targets (spec D.2) - keys directly in C(text_config)
+      both at top level and inside C(text_config). Empty when nothing is padded (C(divides), C(empty)).
+  returned: always
+  type: dict
+  sample:
+    num_attention_heads: 66
+    moe_intermediate_size: 2112
+    text_config: {num_attention_heads: 66, moe_intermediate_size: 2112}
 drift:
   description: Keys that differ from the backup although the tensor-parallel size divides the released values
     (a file padded for another lane).
@@ -148,7 +158,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import (
-    GUARD_KEYS, PaddingError, apply_plan, config_plan, diff_lines, divisibility, dump_config)
+    GUARD_KEYS, PaddingError, apply_plan, config_plan, diff_lines, divisibility, dump_config, hf_overrides)
 
 
 def _load(module, path):
@@ -192,7 +202,8 @@ def main():
         module.fail_json(msg=str(e), path=path)
 
     result = dict(changed=False, action=plan["action"], plan=plan["keys"], changed_keys={},
-                  drift=plan["drift"], path=path)
+                  drift=plan["drift"], path=path,
+                  hf_overrides=hf_overrides(targets) if plan["action"] in ("pad", "at_target") else {})
     if module.params["guard"] and plan["action"] != "pad":
         bad = divisibility(config, module.params["guard_keys"], tp)
         if bad:

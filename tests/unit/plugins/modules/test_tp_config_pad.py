@@ -64,6 +64,10 @@ def test_tp3_pads_exact_values_and_keeps_everything_else(cfg):
     assert result["changed_keys"] == {
         "text_config.num_attention_heads": [64, 66], "text_config.num_key_value_heads": [64, 66],
         "text_config.linear_attn_config.num_heads": [64, 66], "text_config.moe_intermediate_size": [2048, 2112]}
+    # Runtime companion: the four text_config keys at top level and in text_config (spec D.2, Y3 serve.sh).
+    four = {"num_attention_heads": 66, "num_key_value_heads": 66, "linear_num_heads": 66,
+            "moe_intermediate_size": 2112}
+    assert result["hf_overrides"] == dict(four, text_config=four)
     # Candidates explain the targets: ceil to tp for heads, lcm(3, 64) = 192 multiple for the width.
     assert result["plan"]["text_config.num_attention_heads"]["candidate"] == 66
     assert result["plan"]["text_config.moe_intermediate_size"]["candidate"] == 2112
