@@ -598,7 +598,7 @@ def verify_inputs(hidden, seed=0, seq=16):
     """Random inputs (seq x hidden, standard normal) from Python's own generator: both paths agree."""
     import random
     rnd = random.Random(seed)
-    return [[rnd.gauss(0.0, 1.0) for _ in range(hidden)] for _ in range(seq)]
+    return [[rnd.gauss(0.0, 1.0) for dummy in range(hidden)] for dummy in range(seq)]
 
 
 def verify_layer(np, original, padded, geo, seed=0, seq=16):

@@ -352,8 +352,8 @@ def main():
     try:
         geo = heads_plan(config, p["num_attention_heads"], p["num_key_value_heads"], tp,
                          p["expect_num_attention_heads"], p["expect_num_key_value_heads"], path=cfg_path)
-        result["geometry"] = dict((k, geo[k]) for k in ("q", "kv", "target_q", "target_kv", "group", "head_dim",
-                                                          "hidden"))
+        geo_keys = ("q", "kv", "target_q", "target_kv", "group", "head_dim", "hidden")
+        result["geometry"] = dict((k, geo[k]) for k in geo_keys)
         result["state"] = geo["state"]
         if geo["state"] == "divides":
             result["msg"] = ("tensor-parallel size %d divides the released %d/%d heads; unchanged"
@@ -406,8 +406,8 @@ def main():
             if module._diff:
                 result["diff"] = dict(
                     before_header=cfg_path, after_header=cfg_path,
-                    before="num_attention_heads: %d\nnum_key_value_heads: %d\n" % (geo["current_q"],
-                                                                                    geo["current_kv"]),
+                    before="num_attention_heads: %d\nnum_key_value_heads: %d\n" % (
+                        geo["current_q"], geo["current_kv"]),
                     after="num_attention_heads: %d\nnum_key_value_heads: %d\n_tp%d_head_pad: {num_attention_heads: "
                           "%d, num_key_value_heads: %d}\n" % (geo["target_q"], geo["target_kv"], tp, geo["q"],
                                                               geo["kv"]))
@@ -476,8 +476,8 @@ def main():
 
     verify_txt = ""
     if "verify" in result:
-        verify_txt = ", verify max|diff| %.3e at output scale %.3e" % (result["verify"]["max_abs_diff"],
-                                                                      result["verify"]["output_scale"])
+        verify_txt = ", verify max|diff| %.3e at output scale %.3e" % (
+            result["verify"]["max_abs_diff"], result["verify"]["output_scale"])
     if result["changed"]:
         result["msg"] = "padded %d/%d -> %d/%d heads in %d file(s)%s (tp=%d)" % (
             geo["q"], geo["kv"], geo["target_q"], geo["target_kv"], len(todo), verify_txt, tp)

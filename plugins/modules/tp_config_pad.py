@@ -207,11 +207,11 @@ def main():
     if module.params["guard"] and plan["action"] != "pad":
         bad = divisibility(config, module.params["guard_keys"], tp)
         if bad:
+            keys = ", ".join("%s = %d does not divide by tensor-parallel size %d" % (k, v, tp) for k, v in bad)
             module.fail_json(msg="%s: %s; vLLM cannot split them across %d ranks. Fix: pad the file - set the lane's "
                                  "padding.config_targets (config.json widths and heads, spec D.2) or heads_padding "
                                  "(checkpoint or drafter weights, spec D.3) and run ansible-playbook site.yml "
-                                 "--tags tp_pad" % (path, ", ".join("%s = %d does not divide by tensor-parallel size %d"
-                                                                   % (k, v, tp) for k, v in bad), tp),
+                                 "--tags tp_pad" % (path, keys, tp),
                              **dict((k, v) for k, v in result.items() if k != "changed"))
     if original is not None:
         result["backup_file"] = backup

@@ -256,8 +256,11 @@ def test_verify_layer_exact_for_appended_and_catches_interleaved():
     # Interleaving the pad q heads moves real q heads onto other kv heads: the check must see it.
     diff, scale = tpp.verify_layer(np, w, _pad(w, 4, 2, 6, 3, 8, interleave=True), geo)
     assert diff > 1e-2 * scale
+
     # Same verdicts in plain Python (nodes without numpy).
-    as_lists = lambda d: dict((k, v.tolist()) for k, v in d.items())  # noqa: E731
+    def as_lists(d):
+        return dict((k, v.tolist()) for k, v in d.items())
+
     diff_py, scale_py = tpp.verify_layer(None, as_lists(w), as_lists(_pad(w, 4, 2, 6, 3, 8)), geo)
     assert diff_py <= 1e-12 and abs(scale_py - tpp.verify_layer(np, w, _pad(w, 4, 2, 6, 3, 8), geo)[1]) < 1e-9
     diff_py, scale_py = tpp.verify_layer(None, as_lists(w), as_lists(_pad(w, 4, 2, 6, 3, 8, interleave=True)), geo)
