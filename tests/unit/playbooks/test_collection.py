@@ -30,7 +30,12 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     assert "lanes/sim_cpu_tp2.yml" in listing
     assert not [p for p in listing if p.startswith((".venv", ".sim", "collections/", "tests/output"))], listing[:20]
     dest = tmp_path / "installed"
-    _run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(dest), tarballs[0]])
+    # An empty ansible.cfg keeps the checkout's config (and its self-link) out of the install and doc steps.
+    (tmp_path / "ansible.cfg").write_text("[defaults]\n")
+    _run(["ansible-galaxy", "collection", "install", "--offline", "--force", "-p", str(dest), tarballs[0]],
+         cwd=str(tmp_path), env={"ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")})
+    assert (dest / "ansible_collections" / "dgxspark" / "vllm" / "roles" / "preflight" / "meta"
+            / "argument_specs.yml").is_file()
     doc = _run(["ansible-doc", "-t", "role", "dgxspark.vllm.preflight"], cwd=str(tmp_path),
-               env={"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": os.devnull})
-    assert "vllm_lane" in doc and "ENTRY POINT: lane" in doc, doc
+               env={"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")})
+    assert "ENTRY POINT: *lane*" in doc and "vllm_lane_overrides" in doc and "ENTRY POINT: *main*" in doc, doc
