@@ -234,7 +234,8 @@ def compute_fingerprint(files, packages):
 
 
 def _short(value):
-    return value[:12] if isinstance(value, str) else ("absent" if value is None else str(value))
+    # full values: a mismatch report must carry both complete hashes
+    return "absent" if value is None else str(value)
 
 
 def compare_fingerprints(per_host, reference_host, expected=None):

@@ -46,6 +46,9 @@ options:
         description: SSH user on the peer; it must be able to run O(remote_docker).
         type: str
         required: true
+      via:
+        description: This node's address on the peer's subnet (recorded in the progress file only).
+        type: str
   ssh_key:
     description: Private key used for the peers (a fleet-internal key kept on this node).
     type: path
@@ -175,6 +178,7 @@ def main():
                 host=dict(type="str", required=True),
                 address=dict(type="str", required=True),
                 user=dict(type="str", required=True),
+                via=dict(type="str"),
             )),
             ssh_key=dict(type="path", required=True, no_log=False),
             known_hosts=dict(type="path", required=True),
@@ -269,7 +273,7 @@ def main():
             "image": p["image"], "done": done, "elapsed_s": round(elapsed, 1),
             "bytes": counters["raw"], "total_bytes": total, "compressed_bytes": fan.compressed,
             "rate_bytes_s": int(rate), "eta_s": int(remaining / rate) if rate > 0 and not done else 0,
-            "targets": dict((h, fan.errors.get(h, "streaming" if not done else "loading")) for h in hosts),
+            "targets": dict((h, fan.errors.get(h, result["targets"][h] if done else "streaming")) for h in hosts),
         })
 
     while any(th.is_alive() for th in threads):

@@ -150,7 +150,7 @@ def test_compare_names_node_file_and_both_hashes():
         ("node-b", "/x/cuda.py", SHA_A, SHA_B)]
     assert problems[0]["msg"] == (
         "node-b: file /x/cuda.py is %s here but %s on node-a; redistribute the image (image_sync) "
-        "so every rank runs identical bits" % (SHA_B[:12], SHA_A[:12]))
+        "so every rank runs identical bits" % (SHA_B, SHA_A))
     assert im.hosts_needing_image(per_host, "node-a") == ["node-b"]
 
 
