@@ -12,7 +12,7 @@ short_description: Speculative-decoding acceptance from two /metrics scrapes
 version_added: 0.1.0
 author: dgxspark.vllm maintainers
 description:
-  - Computes acceptance figures from vLLM's speculative-decoding counters (operations spec F.5):
+  - Computes acceptance figures from the speculative-decoding counters of vLLM (operations spec F.5) -
     C(acceptance_rate) = accepted / draft tokens, C(accepted_per_draft) = accepted / drafts,
     C(mean_acceptance_length) = 1 + accepted per draft (tokens per step), C(per_position_rate)
     = accepted at position p / drafts, C(draft_tokens_per_draft) = draft tokens / drafts.
@@ -77,8 +77,8 @@ def spec_decode_stats(after, before=None):
         return _stats(a, b)
     if b is not None and b["drafts"] is not None and a["drafts"] < b["drafts"]:
         raise AnsibleFilterError("spec_decode_stats: the input has fewer drafts (%d) than 'before' (%d): the server "
-                                 "restarted between the scrapes or the arguments are swapped" % (a["drafts"],
-                                                                                                  b["drafts"]))
+                                 "restarted between the scrapes or the arguments are swapped"
+                                 % (a["drafts"], b["drafts"]))
     return _stats(a, b)
 
 

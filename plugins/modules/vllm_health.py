@@ -29,7 +29,7 @@ description:
     flags a closing think tag inside C(content) as a reasoning-parser misconfiguration (field case F14).
     With O(tool_smoke) it sends a zero-argument tool and a tool with one argument (field case F21).
     With O(canary) it sends a one-token C(/v1/completions) (A.7).
-  - I(mode=metrics) scrapes C(/metrics) twice O(interval_s) seconds apart: speculative-decoding
+  - I(mode=metrics) scrapes C(/metrics) twice O(interval_s) seconds apart, for speculative-decoding
     acceptance from the deltas (F.5), and a wedge verdict (requests running or waiting with the
     generation-token counter unchanged). With O(ranks) it also reports the KV pool across ranks
     (minimum, limiting rank, spread; E.3, F16) and checks a KV pin against vLLM's suggestion (F20).
@@ -358,8 +358,8 @@ def fail_stopped(module, state, start, health_status=None):
                    "hint": "the rank was never started or was removed: run the vllm_ranks role (all ranks)",
                    "source": "A.5", "extract": {}}
     else:
-        what = "container %s is %s (exit code %s, OOMKilled %s)" % (state["name"], state["status"],
-                                                                  state.get("exit_code"), state.get("oom_killed"))
+        what = "container %s is %s (exit code %s, OOMKilled %s)" % (
+            state["name"], state["status"], state.get("exit_code"), state.get("oom_killed"))
     msg = ("rank %s: %s. Reason class: %s (%s). %s Fix: %s [%s]. Last %d log lines:\n%s"
            % (p["rank"], what, failure["reason_class"], failure["signature"],
               ("Line: %s." % failure["line"]) if failure.get("line") else "",

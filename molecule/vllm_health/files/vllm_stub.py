@@ -5,7 +5,7 @@
 Used by the vllm_health unit tests and the molecule scenario (the e2e test covers the real
 engine). Answers file (JSON): {"<METHOD> <path>": answer | [answer, ...]}, where a list is played
 in order and its last entry repeats; a chat request that carries tools is looked up first as
-"<METHOD> <path>#tool=<first tool name>". An answer is {"status": int, "body": str | object,
+"<METHOD> <path>#tool=<first tool name>", then "<METHOD> <path>#max_tokens=<n>". An answer is {"status": int, "body": str | object,
 "delay_s": float}; a request with "stream": true is answered from "sse" (a list of event objects
 sent as server-sent events, then [DONE]) when the answer has one. Every request is appended to --requests as one JSON line.
 """
@@ -50,6 +50,8 @@ def make_handler(state):
             keys = []
             if isinstance(req, dict) and req.get("tools"):
                 keys.append("%s %s#tool=%s" % (method, path, req["tools"][0]["function"]["name"]))
+            if isinstance(req, dict) and "max_tokens" in req:
+                keys.append("%s %s#max_tokens=%s" % (method, path, req["max_tokens"]))
             keys.append("%s %s" % (method, path))
             with state.lock:
                 state.seen.append({"method": method, "path": path, "body": req})
