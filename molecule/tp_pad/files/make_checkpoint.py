@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write a small seeded safetensors checkpoint (stdlib only) for the tp_pad scenario.
 
@@ -18,7 +17,7 @@ def tensor(rnd, shape, dtype, scale=0.05):
     n = 1
     for d in shape:
         n *= d
-    vals = [rnd.gauss(0.0, scale) for _ in range(n)]
+    vals = [rnd.gauss(0.0, scale) for dummy in range(n)]
     if dtype == "F32":
         return struct.pack("<%df" % n, *vals)
     words = struct.unpack("<%dI" % n, struct.pack("<%df" % n, *vals))
@@ -57,7 +56,7 @@ def main():
     rnd = random.Random(a.seed)
     dtype = "BF16" if a.style == "drafter" else "F32"
     prefix = "layers.%d." if a.style == "drafter" else "model.layers.%d."
-    shards = [{} for _ in range(1 if a.style == "drafter" else 2)]
+    shards = [{} for dummy in range(1 if a.style == "drafter" else 2)]
     for i in range(a.layers):
         p = prefix % i
         s = shards[i % len(shards)]
