@@ -74,6 +74,12 @@ options:
     description: Seconds between two probes inside a wait cycle.
     type: float
     default: 3
+  read_boot:
+    description:
+      - I(mode=wait) also parse this rank's full log into C(boot) when C(/health) did not answer 200 from this
+        node (a head API bound to loopback, or a final collection pass after the head was ready).
+    type: bool
+    default: false
   log_tail:
     description: Number of log lines read each wait cycle to find the phase and the failure line.
     type: int
@@ -199,8 +205,8 @@ phase:
   type: dict
   sample: {phase: loading, text: loading shards 49/120, shards_loaded: 49, shards_total: 120}
 boot:
-  description: Boot figures of this rank's full log, read once C(/health) answered 200 (E.3).
-  returned: mode is wait and ready
+  description: Boot figures of this rank's full log, read once C(/health) answered 200 or with O(read_boot) (E.3).
+  returned: mode is wait and (ready or read_boot)
   type: dict
   sample: {available_kv_cache_gib: 5.54, kv_cache_tokens: 603144, max_concurrency: {max_model_len: 262144, factor: 2.3}}
 failure:
@@ -338,7 +344,7 @@ def run_wait(module):
     result = {"changed": False, "ready": ready, "health_status": status, "container": state, "rank": p["rank"],
               "phase": H.parse_phase(text), "last_lines": H.split_log_lines(text)[-p["last_lines"]:],
               "elapsed_s": round(time.time() - start, 1)}
-    if ready:
+    if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))
         result["boot"] = boot
     module.exit_json(**result)
@@ -500,6 +506,7 @@ def main():
             docker_bin=dict(type="str", default="docker"),
             timeout_s=dict(type="float", default=15),
             poll_s=dict(type="float", default=3),
+            read_boot=dict(type="bool", default=False),
             log_tail=dict(type="int", default=2000),
             last_lines=dict(type="int", default=25),
             request_timeout_s=dict(type="float", default=10),

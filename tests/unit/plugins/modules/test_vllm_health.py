@@ -258,3 +258,13 @@ def test_metrics_wedge_fails(api):
 def test_bad_base_url_message():
     res, failed = run_module(vllm_health.main, {"mode": "metrics", "base_url": "198.18.10.10:8000"})
     assert failed and "must start with http://" in res["msg"]
+
+
+def test_wait_read_boot_without_api(docker, sleeps):
+    """A worker that cannot reach the head's API (API bound to loopback) still gives its KV line."""
+    docker(running=True, log=fx("vllm-logs", "per-rank", "f16-node-b-worker-tp1.log"))
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "timeout_s": 1, "poll_s": 1, "read_boot": True})
+    assert not failed and res["ready"] is False
+    assert res["boot"]["available_kv_cache_gib"] == 5.54
+    assert res["boot"]["tp_ranks_seen"] == [1]
