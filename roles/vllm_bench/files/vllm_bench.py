@@ -229,19 +229,20 @@ def token_count(cfg, prompt):
 
 
 def build_prompt(cfg, target_tokens, head="", tail=""):
-    """Repeat FILLER until the prompt is within a few tokens below target_tokens (/tokenize, F.4)."""
-    lo, hi = 1, max(2, target_tokens)
+    """Repeat FILLER until the prompt is at most target_tokens (/tokenize, as the needle script does, F.4)."""
+    per_rep = token_count(cfg, FILLER * 10)
+    if per_rep is None:
+        # no /tokenize: assume ~1.3 tokens per word
+        reps = max(1, int(target_tokens / (len(FILLER.split()) * 1.3)))
+        return head + FILLER * reps + tail, None
+    per_rep = max(1.0, per_rep / 10.0)
+    lo, hi = 1, int(target_tokens / per_rep) + 2
     best = None
     while lo <= hi:
         mid = (lo + hi) // 2
         prompt = head + FILLER * mid + tail
         n = token_count(cfg, prompt)
-        if n is None:
-            # no /tokenize: assume ~1.3 tokens per word
-            words = len(FILLER.split())
-            reps = max(1, int(target_tokens / (words * 1.3)))
-            return head + FILLER * reps + tail, None
-        if n <= target_tokens:
+        if n is not None and n <= target_tokens:
             best = (prompt, n)
             lo = mid + 1
         else:

@@ -173,3 +173,19 @@ def test_dead_engine_refused(api, tmp_path):
     url, _ = api({"GET /health": {"status": 503, "body": ""}})
     with pytest.raises(SystemExit, match="/health answers 503"):
         bench.run(config(url), str(tmp_path))
+
+
+def test_build_prompt_sizes_with_tokenize(monkeypatch):
+    """The prompt is the largest filler repeat at or under the target, per /tokenize (F.4 needle script)."""
+    monkeypatch.setattr(bench, "token_count", lambda cfg, prompt: len(prompt) // 5)
+    per_rep = len(bench.FILLER) // 5
+    prompt, n = bench.build_prompt({}, 4000, head="H" * 50, tail="T" * 50)
+    assert n == len(prompt) // 5
+    assert 4000 - per_rep < n <= 4000
+    assert prompt.startswith("H" * 50) and prompt.endswith("T" * 50)
+
+
+def test_build_prompt_without_tokenize(monkeypatch):
+    monkeypatch.setattr(bench, "token_count", lambda cfg, prompt: None)
+    prompt, n = bench.build_prompt({}, 1300)
+    assert n is None and prompt.count(bench.FILLER) == int(1300 / (len(bench.FILLER.split()) * 1.3))
