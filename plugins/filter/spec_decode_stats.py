@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 name: spec_decode_stats
 short_description: Speculative-decoding acceptance from two /metrics scrapes
 version_added: 0.1.0
-author: dgxspark.vllm maintainers
+author: dgxspark.vllm maintainers (@dgxspark)
 description:
   - Computes acceptance figures from the speculative-decoding counters of vLLM (operations spec F.5) -
     C(acceptance_rate) = accepted / draft tokens, C(accepted_per_draft) = accepted / drafts,

@@ -34,12 +34,14 @@ description:
     generation-token counter unchanged). With O(ranks) it also reports the KV pool across ranks
     (minimum, limiting rank, spread; E.3, F16) and checks a KV pin against vLLM's suggestion (F20).
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Every mode only reads; it runs the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 options:
   mode:
@@ -513,8 +515,8 @@ def main():
             http_timeout_s=dict(type="float", default=300),
             model=dict(type="str"),
             prompt=dict(type="str", default="2+2=?"),
-            max_tokens=dict(type="int", default=64),
-            retry_max_tokens=dict(type="int"),
+            max_tokens=dict(type="int", default=64, no_log=False),
+            retry_max_tokens=dict(type="int", no_log=False),
             chat_template_kwargs=dict(type="dict"),
             default_chat_template_kwargs=dict(type="dict"),
             reasoning_parser=dict(type="str"),
