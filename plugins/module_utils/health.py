@@ -194,8 +194,9 @@ def classify_failure(text, oom_killed=False, exit_code=None):
     """Reason class for a rank that stopped: the first signature, in log order, that matches.
 
     The root cause comes first; the cascade (EngineDeadError, tracebacks on the other ranks)
-    follows, so the earliest specific line wins over the generic ones. Docker's OOMKilled flag or
-    exit code 137 without a log signature means the kernel OOM killer (out_of_memory).
+    follows, so the earliest specific line wins over the generic ones. Docker's OOMKilled flag means
+    out_of_memory; exit code 137 without it and without a log signature is a SIGKILL from outside
+    (class other, signature sigkill_137).
     Returns {reason_class, signature, line, hint, source, extract}.
     """
     lines = split_log_lines(text)
@@ -222,8 +223,10 @@ def classify_failure(text, oom_killed=False, exit_code=None):
             hint = ("exited 0: a headless worker exits 0 when its head dies; tear down every rank "
                     "and relaunch (A.5)")
         elif exit_code == 137:
-            return {"reason_class": "out_of_memory", "signature": "sigkill_137", "line": None,
-                    "hint": "killed with SIGKILL (exit 137): the OOM killer or a docker kill/rm",
+            # docker sets OOMKilled for a cgroup OOM; without it a SIGKILL came from outside
+            return {"reason_class": "other", "signature": "sigkill_137", "line": None,
+                    "hint": "killed with SIGKILL (exit 137) and docker reports OOMKilled false: a docker kill/rm, "
+                            "or the host's OOM killer (journalctl -k | grep -i 'out of memory')",
                     "source": "G#6", "extract": {}}
         return {"reason_class": "other", "signature": "unknown", "line": None, "hint": hint,
                 "source": "A.6", "extract": {}}

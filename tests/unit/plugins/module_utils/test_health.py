@@ -212,7 +212,9 @@ def test_missing_file_class():
 
 def test_oom_killed_flag_and_exit_codes():
     assert health.classify_failure("", oom_killed=True)["reason_class"] == "out_of_memory"
-    assert health.classify_failure("", exit_code=137)["signature"] == "sigkill_137"
+    killed = health.classify_failure("Triton is installed, but doesn't include CPU backend. Disabling Triton.",
+                                     exit_code=137)
+    assert (killed["reason_class"], killed["signature"]) == ("other", "sigkill_137")
     r = health.classify_failure("INFO all fine", exit_code=0)
     assert r["reason_class"] == "other" and "headless worker exits 0" in r["hint"]
 
@@ -388,3 +390,19 @@ def test_canary_and_replacement_chars():
     assert health.evaluate_canary({"choices": [{"text": "2"}], "usage": {"completion_tokens": 1}})["ok"] is True
     assert health.evaluate_canary({"object": "error"})["ok"] is False
     assert health.count_replacement_chars(u"ab\ufffd\ufffdc") == 2
+
+
+def test_real_cpu_engine_capture_killed_rank():
+    """A rank killed with `docker kill` during boot on the real CPU engine: exit 137, OOMKilled false."""
+    import json as _json
+    state = _json.loads(read_fixture(H, "sim-cpu", "rank1-killed.state.json"))
+    r = health.classify_failure(read_fixture(H, "sim-cpu", "rank1-killed.log"), oom_killed=state["OOMKilled"],
+                                exit_code=state["ExitCode"])
+    assert (state["ExitCode"], state["OOMKilled"]) == (137, False)
+    assert (r["reason_class"], r["signature"]) == ("other", "sigkill_137")
+
+
+def test_real_cpu_engine_capture_phase_starting():
+    p = health.parse_phase(read_fixture(H, "sim-cpu", "rank0-boot-starting.log"))
+    assert p["phase"] == "starting"
+    assert "non-default args" in p["line"]
