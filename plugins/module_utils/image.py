@@ -207,7 +207,7 @@ def parse_probe(text):
         if m:
             files[m.group(2)] = m.group(1)
             continue
-        word, _, rest = line.partition(" ")
+        word, _sep, rest = line.partition(" ")
         if word == "MISSING":
             files[rest] = None
         elif word in ("NOTFILE", "UNREADABLE"):
@@ -216,7 +216,7 @@ def parse_probe(text):
         elif word == "NCCLCONF":
             conf_lines.append(rest)
         elif word == "PKG":
-            name, _, ver = rest.partition(" ")
+            name, _sep, ver = rest.partition(" ")
             packages[name] = None if ver in ("", "-") else ver
         else:
             problems.append("unexpected probe line: %r" % line)
@@ -284,8 +284,8 @@ def compare_fingerprints(per_host, reference_host, expected=None):
                         % (host, label, item, _short(mine.get(item)), _short(theirs.get(item)), reference_host))
         if not any(p["host"] == host and p["item"] not in ("fingerprint",) for p in problems):
             add(host, "fingerprint", ref.get("fingerprint"), probe.get("fingerprint"), reference_host,
-                "%s: fingerprint %s differs from %s's %s" % (host, _short(probe.get("fingerprint")),
-                                                           reference_host, _short(ref.get("fingerprint"))))
+                "%s: fingerprint %s differs from %s's %s"
+                % (host, _short(probe.get("fingerprint")), reference_host, _short(ref.get("fingerprint"))))
     return problems
 
 

@@ -24,7 +24,7 @@ description:
     environment (field case F07).
   - Read-only; the probe container is removed when it exits.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   image:
     description: Image reference as the lane gives it (C(image.reference)).
@@ -48,11 +48,14 @@ options:
     type: path
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; runs the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 notes:
   - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.

@@ -22,7 +22,7 @@ description:
   - The caller decides which peers need the image (those whose fingerprint differs, see
     M(dgxspark.vllm.image_fingerprint)); an empty O(targets) list is a no-op.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   image:
     description: Image reference to save.
@@ -80,11 +80,14 @@ options:
     default: 4194304
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reports the targets it would write to without transferring.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: none
     details: Always loads into every target given; the caller passes only peers that differ.
 """
@@ -121,53 +124,9 @@ targets:
   type: dict
 """
 
-import json
-import os
-import subprocess
-import threading
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-COMPRESSORS = {
-    "zstd": (["zstd", "-q", "-T0", "-c", "-{level}"], "zstd -q -d -c"),
-    "gzip": (["gzip", "-c", "-{level}"], "gzip -d -c"),
-    "none": (None, "cat"),
-}
-
-
-def write_progress(path, state):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(state, f)
-    os.rename(tmp, path)
-
-
-class Fanout(object):
-    def __init__(self, module, procs):
-        self.module = module
-        self.procs = procs  # host -> Popen
-        self.errors = {}
-        self.compressed = 0
-
-    def write(self, data):
-        self.compressed += len(data)
-        for host, proc in self.procs.items():
-            if host in self.errors:
-                continue
-            try:
-                proc.stdin.write(data)
-            except (IOError, OSError) as exc:
-                self.errors[host] = "stream to %s broke: %s" % (host, exc)
-        if len(self.errors) == len(self.procs):
-            raise IOError("every target failed")
-
-    def close(self):
-        for proc in self.procs.values():
-            try:
-                proc.stdin.close()
-            except (IOError, OSError):
-                pass
+from ansible_collections.dgxspark.vllm.plugins.module_utils.image_stream import stream_image
 
 
 def main():
@@ -203,104 +162,15 @@ def main():
         module.fail_json(msg="image %s is not on this node, nothing to stream: %s" % (p["image"], err.strip()),
                          rc=rc, stdout=out, stderr=err)
     total = int(out.strip() or 0)
-    comp_argv, decomp = COMPRESSORS[p["compress"]]
-    remote = "%s | %s load" % (decomp, p["remote_docker"])
-
-    procs = {}
-    stderr_files = {}
-    for t in p["targets"]:
-        argv = ["ssh", "-i", p["ssh_key"], "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                "-o", "ControlPath=none", "-o", "StrictHostKeyChecking=yes",
-                "-o", "UserKnownHostsFile=" + p["known_hosts"], "-o", "ConnectTimeout=15",
-                "-o", "ServerAliveInterval=15", "-o", "Compression=no",
-                "%s@%s" % (t["user"], t["address"]), remote]
-        errf = open(p["progress_file"] + "." + t["host"] + ".err", "w+")
-        stderr_files[t["host"]] = errf
-        procs[t["host"]] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=errf, stderr=errf)
-
-    fan = Fanout(module, procs)
-    save = subprocess.Popen([docker, "save", p["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    comp = None
-    if comp_argv:
-        argv = [a.replace("{level}", str(p["compress_level"])) for a in comp_argv]
-        comp = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    counters = {"raw": 0, "failure": None}
-    start = time.time()
-
-    def pump_raw():
-        try:
-            sink = comp.stdin if comp else None
-            while True:
-                chunk = save.stdout.read(p["chunk_bytes"])
-                if not chunk:
-                    break
-                counters["raw"] += len(chunk)
-                if sink is not None:
-                    sink.write(chunk)
-                else:
-                    fan.write(chunk)
-            if sink is not None:
-                sink.close()
-        except Exception as exc:  # a dead pipe anywhere ends the transfer; reported below
-            counters["failure"] = str(exc)
-            save.kill()
-            if comp:
-                comp.kill()
-
-    def pump_comp():
-        try:
-            while True:
-                chunk = comp.stdout.read(p["chunk_bytes"])
-                if not chunk:
-                    break
-                fan.write(chunk)
-        except Exception as exc:
-            counters["failure"] = str(exc)
-            save.kill()
-
-    threads = [threading.Thread(target=pump_raw)]
-    if comp:
-        threads.append(threading.Thread(target=pump_comp))
-    for th in threads:
-        th.daemon = True
-        th.start()
-
-    def progress(done):
-        elapsed = max(time.time() - start, 1e-6)
-        rate = counters["raw"] / elapsed
-        remaining = max(total - counters["raw"], 0)
-        write_progress(p["progress_file"], {
-            "image": p["image"], "done": done, "elapsed_s": round(elapsed, 1),
-            "bytes": counters["raw"], "total_bytes": total, "compressed_bytes": fan.compressed,
-            "rate_bytes_s": int(rate), "eta_s": int(remaining / rate) if rate > 0 and not done else 0,
-            "targets": dict((h, fan.errors.get(h, result["targets"][h] if done else "streaming")) for h in hosts),
-        })
-
-    while any(th.is_alive() for th in threads):
-        progress(False)
-        for th in threads:
-            th.join(timeout=5)
-    fan.close()
-    save_rc = save.wait()
-    save_err = save.stderr.read().decode("utf-8", "replace").strip()
-    if comp:
-        comp.wait()
-    for host, proc in procs.items():
-        rc = proc.wait()
-        errf = stderr_files[host]
-        errf.seek(0)
-        text = errf.read().strip()
-        errf.close()
-        if host in fan.errors or rc != 0:
-            result["targets"][host] = "%s (rc %s): %s" % (fan.errors.get(host, "docker load failed"), rc, text[-500:])
-        else:
-            result["targets"][host] = "ok"
-    result.update(bytes=counters["raw"], compressed_bytes=fan.compressed, seconds=round(time.time() - start, 1))
-    progress(True)
+    out_result, save_rc, save_err, failure = stream_image(
+        docker, p["image"], p["targets"], p["ssh_key"], p["known_hosts"], p["compress"], p["compress_level"],
+        p["remote_docker"], p["progress_file"], p["chunk_bytes"], total)
+    result.update(out_result)
+    fan_failed = any(v != "ok" for v in result["targets"].values())
     if save_rc != 0:
         module.fail_json(msg="docker save %s failed on this node: %s" % (p["image"], save_err), **result)
-    if counters["failure"] and not fan.errors:
-        module.fail_json(msg="image stream failed: %s" % counters["failure"], **result)
+    if failure and not fan_failed:
+        module.fail_json(msg="image stream failed: %s" % failure, **result)
     bad = dict((h, v) for h, v in result["targets"].items() if v != "ok")
     if bad:
         module.fail_json(msg="image %s did not load on %s: %s" % (
