@@ -39,11 +39,14 @@ reset_workers() {
 reset_registry() {
   docker exec "$head" sh -c "docker rm -f dgxspark-image-registry >/dev/null 2>&1; rm -rf $state/registry/data; true"
 }
-run_mode() {  # mode -> seconds of the whole image_sync run (probe, transfer, verify)
-  local t0 t1
+run_mode() {  # mode [args] -> seconds of the whole image_sync run (probe, transfer, verify)
+  local t0 t1 mode=$1 log
+  shift
+  log="$out/image_fanout-$stamp-$mode.log"
   t0=$(now)
-  ansible-playbook -i "$inv" "$play" -e "image_sync_mode=$1" -e image_sync_reference="$image" \
-    -e image_sync_registry_image=dgxspark-sim/registry:2 "$@" >"$out/image_fanout-$stamp-$1.log" 2>&1
+  ansible-playbook -i "$inv" "$play" -e "image_sync_mode=$mode" -e image_sync_reference="$image" \
+    -e image_sync_registry_image=dgxspark-sim/registry:2 "$@" >>"$log" 2>&1 \
+    || { echo "image_sync $mode failed, see $log" >&2; tail -20 "$log" >&2; exit 1; }
   t1=$(now)
   python3 -c "print(round($t1 - $t0, 1))"
 }
