@@ -1,0 +1,65 @@
+import hashlib
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.filter import image as f
+from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
+from tests.unit.conftest import read_fixture
+
+PROBE = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
+FP = im.compute_fingerprint(PROBE["files"], PROBE["packages"])
+KPOOL = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/sparse_attn_indexer_kpool.py"
+INDEXER = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/sparse_attn_indexer.py"
+FIX_SHA = "983adaad39de4e57a225e7994077a0b850f9156049b2002063a714b398b6944d"
+
+
+def _host(**over):
+    d = {"present": True, "files": dict(PROBE["files"]), "packages": dict(PROBE["packages"]), "fingerprint": FP}
+    d.update(over)
+    return d
+
+
+def test_filters_are_registered():
+    assert sorted(f.FilterModule().filters()) == [
+        "image_fingerprint_compare", "image_hosts_needing", "image_peer_address",
+        "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
+
+
+def test_compare_and_targets_on_the_captured_probe():
+    files = dict(PROBE["files"])
+    files[INDEXER] = hashlib.sha256(b"patched").hexdigest()
+    per_host = {"spark-sim-0": _host(), "spark-sim-1": _host(files=files, fingerprint=im.compute_fingerprint(files, PROBE["packages"])),
+                "spark-sim-2": _host()}
+    problems = f.image_fingerprint_compare(per_host, "spark-sim-0", None)
+    assert [(p["host"], p["item"], p["actual"]) for p in problems] == [("spark-sim-1", INDEXER, files[INDEXER])]
+    assert f.image_hosts_needing(per_host, "spark-sim-0") == ["spark-sim-1"]
+
+
+def test_compare_rejects_bad_input():
+    with pytest.raises(AnsibleFilterError, match="expected a mapping host -> result"):
+        f.image_fingerprint_compare([], "a")
+    with pytest.raises(AnsibleFilterError, match="reference host spark-sim-0 has no image probe"):
+        f.image_fingerprint_compare({"x": _host()}, "spark-sim-0")
+
+
+def test_sim_fix_file_against_the_captured_image():
+    item = {"name": "sparse_attn_indexer_kpool.py", "sha256": FIX_SHA, "container_path": KPOOL,
+            "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
+    assert f.kernel_fix_image_errors(item, PROBE["files"][KPOOL], "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1") == []
+    over = dict(item, container_path=INDEXER)
+    errs = f.kernel_fix_image_errors(over, PROBE["files"][INDEXER], "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1")
+    assert errs[0].startswith("spark-sim-1: image dgxspark-sim/vllm-cpu:0.32.0 already carries %s with sha256 "
+                              "75d14da5e2b8c237f7fc0a807d2b72677660a945c70d23825da3517801d9ca10; fix file "
+                              "sparse_attn_indexer_kpool.py has sha256 %s" % (INDEXER, FIX_SHA))
+
+
+def test_the_shipped_sim_fix_file_passes_its_own_pin(fixture_path):
+    import os
+    path = os.path.join(os.path.dirname(fixture_path("docker")), "..", "..", "files", "fixes", "sparse_attn_indexer_kpool_sim.py")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    item = {"name": "sparse_attn_indexer_kpool.py", "sha256": FIX_SHA, "container_path": KPOOL,
+            "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
+    assert f.kernel_fix_source_errors(item, hashlib.sha256(data).hexdigest(), data.decode(), "sim_cpu_tp2",
+                                      "dgxspark-sim/vllm-cpu:0.32.0") == []
