@@ -64,7 +64,7 @@ options:
     type: str
   wait_regex:
     description:
-      - After starting, wait until the container log matches this Python regular expression (for a worker:
+      - After starting, wait until the container log matches this Python regular expression (for a worker,
         the line that shows it is dialing the rendezvous). Without it the module only checks that the
         container is running right after C(docker run).
     type: str
