@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -159,7 +158,7 @@ def median(values):
 def bench_decode(cfg):
     s = cfg["sizes"]
     runs = [stream_chat(cfg, s.get("decode_prompt") or CODE_PROMPTS[0], s["decode_max_tokens"])
-            for _ in range(s["decode_runs"])]
+            for _run in range(s["decode_runs"])]
     return {"prompt": s.get("decode_prompt") or CODE_PROMPTS[0], "max_tokens": s["decode_max_tokens"],
             "temperature": 0, "runs": runs,
             "decode_tok_s_median": median([r.get("decode_tok_s") for r in runs]),
@@ -180,7 +179,7 @@ def one_request(cfg, prompt, max_tokens, temperature, out, idx):
 
 def sweep_level(cfg, c, rounds, max_tokens, temperature):
     waves = []
-    for _ in range(rounds):
+    for _round in range(rounds):
         out = [None] * c
         threads = []
         t0 = time.time()
@@ -295,7 +294,7 @@ def bench_needle(cfg):
 def bench_corruption(cfg):
     s = cfg["sizes"]
     passes = []
-    for _ in range(s["corruption_passes"]):
+    for _pass in range(s["corruption_passes"]):
         status, body, _secs = request("POST", cfg["base_url"].rstrip("/") + "/v1/chat/completions",
                                       chat_body(cfg, s.get("corruption_prompt") or KOREAN_PROMPT,
                                                 s["corruption_max_tokens"]), timeout=600)
@@ -477,8 +476,8 @@ def run(cfg, out_dir):
     results["spec_decode"] = spec_delta(m_before, m_after)
     for lv in results["sweep"]:
         if lv["failures"]:
-            failures.append("sweep C%d: %d of %d requests failed: %s" % (lv["concurrency"], lv["failures"],
-                                                                        lv["requests"], lv["errors"]))
+            failures.append("sweep C%d: %d of %d requests failed: %s"
+                            % (lv["concurrency"], lv["failures"], lv["requests"], lv["errors"]))
     if s.get("long_prompt_tokens"):
         results["long_prompt"] = bench_long_prompt(cfg)
         if not results["long_prompt"]["ok"]:
