@@ -61,7 +61,7 @@ for f in os.listdir(d):
 
 
 def docker(*args, check=True, timeout=600):
-    proc = subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode:
         raise AssertionError("docker %s: %s" % (" ".join(args[:3]), proc.stderr.strip()[-2000:]))
     return proc
@@ -98,7 +98,7 @@ def wait_ready(ip, names, timeout=int(os.environ.get("TP_PAD_E2E_READY_S", "1200
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
-            status, _ = http_json("http://%s:8000/health" % ip, timeout=5)
+            status, dummy = http_json("http://%s:8000/health" % ip, timeout=5)
             if status == 200:
                 return
         except (urllib.error.URLError, OSError, ValueError):
@@ -144,7 +144,7 @@ def test_tp3_padded_equals_tp1_unpadded(workdir):
         ["ansible", "localhost", "-c", "local", "-m", "dgxspark.vllm.drafter_pad", "-a",
          json.dumps({"path": padded, "tensor_parallel_size": 3, "num_attention_heads": 6, "num_key_value_heads": 3,
                      "expect_num_attention_heads": 4, "expect_num_key_value_heads": 2})],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
         env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
     assert pad.returncode == 0, pad.stdout + pad.stderr
     assert "padded 4/2 -> 6/3 heads" in pad.stdout
