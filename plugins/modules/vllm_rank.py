@@ -11,7 +11,8 @@ DOCUMENTATION = r"""
 module: vllm_rank
 short_description: Start, remove or query one vLLM rank container through the docker CLI
 version_added: 0.1.0
-author: dgxspark.vllm maintainers
+author:
+  - dgxspark.vllm maintainers (@dgxspark)
 description:
   - Manages the container of one tensor-parallel rank from a spec rendered by the filter
     C(dgxspark.vllm.vllm_rank_spec) (lane + this host's own facts, C(plugins/module_utils/render.py)).
@@ -118,14 +119,30 @@ container:
   returned: always
   type: dict
   contains:
-    exists: {description: Whether the container exists., type: bool}
-    status: {description: Docker state (running, exited, created, ...)., type: str}
-    running: {description: Whether it runs., type: bool}
-    exit_code: {description: Exit code of the last run (0 while running)., type: int}
-    started_at: {description: Start time (RFC 3339, UTC) as docker reports it., type: str}
-    finished_at: {description: Stop time (RFC 3339, UTC); C(0001-01-01T00:00:00Z) while running., type: str}
-    spec_hash: {description: The C(dgxspark.vllm.spec-hash) label., type: str}
-    id: {description: Container id., type: str}
+    exists:
+      description: Whether the container exists.
+      type: bool
+    status:
+      description: Docker state, e.g. running, exited or created.
+      type: str
+    running:
+      description: Whether it runs.
+      type: bool
+    exit_code:
+      description: Exit code of the last run (0 while running).
+      type: int
+    started_at:
+      description: Start time as docker reports it (RFC 3339, UTC).
+      type: str
+    finished_at:
+      description: Stop time (RFC 3339, UTC); C(0001-01-01T00:00:00Z) while running.
+      type: str
+    spec_hash:
+      description: The C(dgxspark.vllm.spec-hash) label.
+      type: str
+    id:
+      description: Container id.
+      type: str
   sample: {exists: true, status: running, running: true, exit_code: 0, started_at: "2026-11-30T15:01:02.123Z"}
 previous:
   description: The container as found before any action (same shape as RV(container)).
@@ -245,11 +262,11 @@ def main():
         elif current and current["running"] and state != "absent":
             deaths = 0
         result["deaths"] = deaths
+        found = (current or {}).get("status", "absent")
+        after_state = {"started": "running", "absent": "absent"}.get(state, found)
         result["diff"] = {
-            "before": {"state": (current or {}).get("status", "absent"), "spec_hash": (current or {}).get("spec_hash", "")},
-            "after": {"state": "running" if state == "started" else ("absent" if state == "absent" else
-                                                                        (current or {}).get("status", "absent")),
-                      "spec_hash": want_hash if state != "absent" else "",
+            "before": {"state": found, "spec_hash": (current or {}).get("spec_hash", "")},
+            "after": {"state": after_state, "spec_hash": want_hash if state != "absent" else "",
                       "changed_keys": result["changed_keys"]},
         }
         if module.check_mode or (not actions and deaths == dr.deaths(name)):
