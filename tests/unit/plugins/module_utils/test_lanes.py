@@ -96,3 +96,13 @@ def test_sample_inventories_validate_with_their_lane(inventory, lane_name):
 def test_bad_overrides_of_a_seed_lane_are_named(override, message):
     errors = validate_lane(deep_merge(load("tp2_dflash2"), override), "tp2_dflash2")
     assert message in errors, errors
+
+
+def test_docs_table_names_every_lane_and_every_serve_key():
+    with open(os.path.join(ROOT, "docs", "lanes.md")) as f:
+        doc = f.read()
+    for name in LANES:
+        assert "`%s`" % name in doc, name
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import LANE_SCHEMA
+    for key in LANE_SCHEMA["serve"][2]["schema"]:
+        assert "`%s`" % key in doc, "serve.%s is not documented in docs/lanes.md" % key
