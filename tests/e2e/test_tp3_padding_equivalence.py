@@ -2,9 +2,10 @@
 across three real vLLM ranks gives the same greedy token ids (issue 8; operations spec D.3;
 build-machine.md addendum "vLLM multi-rank and TP3").
 
-Self-contained on the build machine's dockerd: the engine image generates the tiny checkpoint
-(tools/make_tiny_model.py), dgxspark.vllm.drafter_pad pads a copy through ansible, and the ranks run
-as containers on a test network in 198.18.44.0/24. TP1 runs first and is stopped before TP3 starts
+Self-contained on the build machine's dockerd: a seeded random Qwen3 checkpoint (the drafter's model
+type; hidden 128, 4 q / 2 kv heads of 32) is written with the sim tiny model's tokenizer,
+dgxspark.vllm.drafter_pad pads a copy through ansible, and the ranks run as containers of the engine
+image on a test network in 198.18.44.0/24. TP1 runs first and is stopped before TP3 starts
 (two cores). `--dtype float32` for the comparison.
 """
 import json
@@ -35,29 +36,60 @@ SERVE = ["vllm", "serve", "/models/m", "--served-model-name", "m", "--dtype", "f
          "--max-model-len", "512", "--port", "8000"]
 
 
-# Rewrite the generated checkpoint as Qwen3 (same tokenizer, hidden 128, 4 q / 2 kv heads of 32,
-# MLP width 384 = divisible by 2, 3 and 4), seeded, float32, q/k norms randomised so they matter.
-QWEN3 = """
-import glob, json, os, torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
-d = "/out/unpadded"
-old = json.load(open(os.path.join(d, "config.json")))
-for f in glob.glob(os.path.join(d, "*.safetensors")) + glob.glob(os.path.join(d, "*.index.json")):
-    os.remove(f)
-torch.manual_seed(0)
-cfg = Qwen3Config(vocab_size=old["vocab_size"], hidden_size=128, intermediate_size=384, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048,
-                  bos_token_id=old.get("bos_token_id"), eos_token_id=old.get("eos_token_id"),
-                  pad_token_id=old.get("pad_token_id"), tie_word_embeddings=False, torch_dtype="float32")
-m = Qwen3ForCausalLM(cfg)
-with torch.no_grad():
-    for name, p in m.named_parameters():
-        if name.endswith(("q_norm.weight", "k_norm.weight")):
-            p.copy_(1 + 0.2 * torch.randn_like(p))
-m.save_pretrained(d, max_shard_size="1MB", safe_serialization=True)
-for f in os.listdir(d):
-    os.chmod(os.path.join(d, f), 0o644)
-"""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def write_qwen3(out, tokenizer_dir, seed=0):
+    """A seeded random Qwen3 checkpoint (the drafter's model type, issue 8), written with the stdlib codec.
+
+    hidden 128, 4 q / 2 kv heads of 32, MLP 384 (divisible by 2, 3 and 4), vocab 1536 (a multiple of 768),
+    2 layers, float32; q/k norms away from 1 so they matter. Tokenizer files come from the sim's tiny model.
+    """
+    import random
+    import struct
+
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import write_safetensors
+
+    os.makedirs(out)
+    with open(os.path.join(tokenizer_dir, "config.json")) as f:
+        tiny = json.load(f)
+    for name in TOKENIZER_FILES:
+        if os.path.exists(os.path.join(tokenizer_dir, name)):
+            shutil.copyfile(os.path.join(tokenizer_dir, name), os.path.join(out, name))
+    rnd = random.Random(seed)
+    hidden, heads, kv, hd, mlp, vocab, layers = 128, 4, 2, 32, 384, tiny["vocab_size"], 2
+
+    def t(shape, std=0.05, mean=0.0):
+        n = 1
+        for d in shape:
+            n *= d
+        return ("F32", list(shape), struct.pack("<%df" % n, *[mean + rnd.gauss(0.0, std) for dummy in range(n)]))
+
+    w = {"model.embed_tokens.weight": t([vocab, hidden], 0.5), "model.norm.weight": t([hidden], 0.1, 1.0),
+         "lm_head.weight": t([vocab, hidden], 0.1)}
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        w.update({
+            p + "input_layernorm.weight": t([hidden], 0.1, 1.0), p + "post_attention_layernorm.weight": t([hidden], 0.1, 1.0),
+            p + "self_attn.q_proj.weight": t([heads * hd, hidden]), p + "self_attn.k_proj.weight": t([kv * hd, hidden]),
+            p + "self_attn.v_proj.weight": t([kv * hd, hidden]), p + "self_attn.o_proj.weight": t([hidden, heads * hd]),
+            p + "self_attn.q_norm.weight": t([hd], 0.2, 1.0), p + "self_attn.k_norm.weight": t([hd], 0.2, 1.0),
+            p + "mlp.gate_proj.weight": t([mlp, hidden]), p + "mlp.up_proj.weight": t([mlp, hidden]),
+            p + "mlp.down_proj.weight": t([hidden, mlp]),
+        })
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        write_safetensors(f, w, {"format": "pt"})
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": hidden,
+              "intermediate_size": mlp, "num_hidden_layers": layers, "num_attention_heads": heads,
+              "num_key_value_heads": kv, "head_dim": hd, "vocab_size": vocab, "max_position_embeddings": 2048,
+              "rms_norm_eps": 1e-6, "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "hidden_act": "silu", "attention_bias": False,
+              "tie_word_embeddings": False, "use_sliding_window": False, "torch_dtype": "float32",
+              "bos_token_id": tiny.get("bos_token_id"), "eos_token_id": tiny.get("eos_token_id"),
+              "pad_token_id": tiny.get("pad_token_id")}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    for name in os.listdir(out):
+        os.chmod(os.path.join(out, name), 0o644)
 
 
 def docker(*args, check=True, timeout=600):
@@ -128,14 +160,17 @@ def greedy_ids(ip):
 
 
 def test_tp3_padded_equals_tp1_unpadded(workdir):
-    tools = os.path.join(ROOT, "tools", "make_tiny_model.py")
-    docker("run", "--rm", "--network", "none", "-v", "%s:/work/m.py:ro" % tools, "-v", "%s:/out" % workdir, IMAGE,
-           "python", "/work/m.py", "--out", "/out/unpadded", "--seed", "0")
-    # Qwen3, the drafter's model type (issue 8): LlamaConfig in this image refuses hidden 128 with 6 heads
-    # ("hidden size (128) is not a multiple of the number of attention heads (6)"); Qwen3 has its own head_dim.
-    docker("run", "--rm", "--network", "none", "-v", "%s:/out" % workdir, IMAGE, "python", "-c", QWEN3)
+    # Tokenizer of the sim's tiny model (sim_up writes it to .sim/models/tiny-glm); generated here otherwise.
+    tok_dir = os.environ.get("TP_PAD_E2E_TOKENIZER", os.path.join(ROOT, ".sim", "models", "tiny-glm"))
+    if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
+        tools = os.path.join(ROOT, "tools", "make_tiny_model.py")
+        docker("run", "--rm", "--network", "none", "-v", "%s:/work/m.py:ro" % tools, "-v", "%s:/out" % workdir,
+               IMAGE, "python", "/work/m.py", "--out", "/out/tiny-glm", "--seed", "0", timeout=3600)
+        tok_dir = os.path.join(str(workdir), "tiny-glm")
+    write_qwen3(os.path.join(str(workdir), "unpadded"), tok_dir)
     unpadded, padded = os.path.join(str(workdir), "unpadded"), os.path.join(str(workdir), "padded")
     shutil.copytree(unpadded, padded)
+    os.chmod(padded, 0o755)
     with open(os.path.join(unpadded, "config.json")) as f:
         released = json.load(f)
     assert (released["num_attention_heads"], released["num_key_value_heads"]) == (4, 2)
