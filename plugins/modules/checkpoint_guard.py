@@ -30,7 +30,7 @@ description:
   - Every message names the directory, the rule and what to use instead. C(config.json.orig) is read
     in place of C(config.json) when present (the file tp_pad keeps; padding does not change quantization).
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   path:
     description: Checkpoint directory.
@@ -59,11 +59,14 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Read-only.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 """
 

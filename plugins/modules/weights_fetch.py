@@ -17,8 +17,8 @@ description:
     which resumes partial downloads.
   - O(revision) must be a 40-hex commit id; a branch or tag is refused unless O(allow_branch)
     (operations spec C.9).
-  - O(allow_patterns) always includes C(*.jinja): weight-only downloads skip the chat template
-    (field case F13).
+  - O(allow_patterns) always includes C(*.jinja), because weight-only downloads skip the chat
+    template (field case F13).
   - A directory already holding a finished fetch of the same repo and revision (marker file
     C(.dgxspark-fetch.json) plus every shard named by the index, non-empty) is not downloaded again.
   - Needs the C(huggingface_hub) Python package on the node running it (for example a virtualenv
@@ -26,7 +26,7 @@ description:
   - Not exercised against the Hub in this project's CI (no Hub access); the argument building and
     refusals are unit-tested with C(huggingface_hub) mocked.
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 requirements:
   - huggingface_hub
 options:
@@ -59,11 +59,14 @@ options:
     default: 8
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reports whether a download would happen; downloads nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 """
 

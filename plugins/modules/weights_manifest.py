@@ -26,7 +26,7 @@ description:
   - Optionally sets files to 0644 and directories to 0755 so a root-squashed NFS reader can open
     them (operations spec C.5, G36).
 author:
-  - dgxspark.vllm maintainers
+  - dgxspark.vllm maintainers (@dgxspark)
 options:
   path:
     description: Checkpoint directory (the same path on every node).
@@ -73,12 +73,15 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reads and compares in check mode; the manifest file and modes are not written.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: partial
     details: Shows the manifest sha256 before and after for O(state=written).
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 """
 
