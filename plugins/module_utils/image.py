@@ -126,8 +126,12 @@ def parse_image_inspect(text):
     if not isinstance(data, dict):
         raise ImageError("docker image inspect: expected an object, got %s" % type(data).__name__)
     config = data.get("Config") or {}
+    rootfs = data.get("RootFS") or {}
     return {
         "id": data.get("Id"),
+        # diff IDs: sha256 of each uncompressed layer; kept by save/load and registries and
+        # independent of the storage driver, unlike the image ID
+        "layers": list(rootfs.get("Layers") or []),
         "repo_tags": list(data.get("RepoTags") or []),
         "repo_digests": list(data.get("RepoDigests") or []),
         "env": list(config.get("Env") or []),
@@ -224,13 +228,26 @@ def parse_probe(text):
             "nccl_conf": parse_nccl_conf("\n".join(conf_lines)), "problems": problems}
 
 
-def compute_fingerprint(files, packages):
+def compute_fingerprint(files, packages, layers=None):
     """sha256 hex over the sorted 'file <path> <sha256|missing>' and 'pkg <name> <ver|missing>'
-    lines. Paths are those inside the image; the same image gives the same value on any node
-    and any storage driver."""
+    lines, then 'layer <i> <diff id>' in order. Paths are those inside the image; the same image
+    gives the same value on any node and any storage driver. The layer diff IDs catch a change
+    outside the listed files (e.g. an update that adds a layer)."""
     lines = ["file %s %s" % (p, files[p] or "missing") for p in sorted(files)]
     lines += ["pkg %s %s" % (n, packages[n] or "missing") for n in sorted(packages)]
+    lines += ["layer %d %s" % (i, d) for i, d in enumerate(layers or [])]
     return hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()
+
+
+def _first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _at(seq, i):
+    return seq[i] if i < len(seq) else "none"
 
 
 def _short(value):
@@ -282,6 +299,13 @@ def compare_fingerprints(per_host, reference_host, expected=None):
                         "%s: %s %s is %s here but %s on %s; redistribute the image "
                         "(image_sync) so every rank runs identical bits"
                         % (host, label, item, _short(mine.get(item)), _short(theirs.get(item)), reference_host))
+        mine_l, ref_l = probe.get("layers") or [], ref.get("layers") or []
+        if mine_l != ref_l:
+            add(host, "layers", ref_l, mine_l, reference_host,
+                "%s: image layers differ from %s's (%d here, %d there; first difference at layer %d: %s vs %s); "
+                "redistribute the image (image_sync)"
+                % (host, reference_host, len(mine_l), len(ref_l), _first_diff(mine_l, ref_l),
+                   _at(mine_l, _first_diff(mine_l, ref_l)), _at(ref_l, _first_diff(mine_l, ref_l))))
         if not any(p["host"] == host and p["item"] not in ("fingerprint",) for p in problems):
             add(host, "fingerprint", ref.get("fingerprint"), probe.get("fingerprint"), reference_host,
                 "%s: fingerprint %s differs from %s's %s"

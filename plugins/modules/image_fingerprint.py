@@ -16,8 +16,8 @@ description:
   - Reads C(docker image inspect), the storage driver from C(docker info) and runs a throw-away
     container of O(image) (entrypoint C(sh), no network, never pulls) that hashes lane-listed files
     and prints key package versions. The fingerprint is the sha256 over the sorted file hashes
-    and package versions, so the same image gives the same value on every node whatever the
-    storage driver and however it arrived (pull, registry, C(docker load)).
+    and package versions and the layer diff IDs, so the same image gives the same value on every
+    node whatever the storage driver and however it arrived (pull, registry, C(docker load)).
   - Image IDs are returned for the record but must not be compared across nodes; they change
     after C(docker save | docker load) (operations spec C.7, gotcha G 2).
   - Also reports an C(/etc/nccl.conf) baked into the image and C(NCCL_*) variables in its
@@ -90,6 +90,13 @@ packages:
   description: Distribution name -> version, or V(null) when not installed.
   returned: always
   type: dict
+layers:
+  description:
+    - Layer diff IDs (C(RootFS.Layers)) in order; they enter the fingerprint. Unlike the image ID they
+      survive C(docker save | docker load) and do not depend on the storage driver.
+  returned: always
+  type: list
+  elements: str
 image_id:
   description: Local image ID (differs between nodes for the same bits; record only).
   returned: always
@@ -163,7 +170,7 @@ def main():
             module.fail_json(msg="image path %r must be absolute and contain no spaces "
                                  "(lane image.fingerprint_files / fix_files[].container_path)" % path)
 
-    result = dict(changed=False, present=False, fingerprint=None, files={}, packages={},
+    result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
                   nccl_conf={}, nccl_env={}, problems=[])
     try:
@@ -190,8 +197,8 @@ def main():
     except ImageError as exc:
         module.fail_json(msg=str(exc))
     result.update(files=probe["files"], packages=probe["packages"], nccl_conf=probe["nccl_conf"],
-                  problems=probe["problems"],
-                  fingerprint=compute_fingerprint(probe["files"], probe["packages"]))
+                  problems=probe["problems"], layers=info["layers"],
+                  fingerprint=compute_fingerprint(probe["files"], probe["packages"], info["layers"]))
     module.exit_json(**result)
 
 

@@ -302,3 +302,22 @@ def test_inspect_capture_of_a_loaded_image_has_no_registry_digest():
     assert im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0") is None
     assert im.nccl_env(info["env"]) == {}
     assert info["id"].startswith("sha256:") and len(info["id"]) == 71
+
+
+def test_layers_enter_the_fingerprint_and_are_compared():
+    # an update that adds a layer outside the listed files (the benchmark's update case)
+    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    base = info["layers"]
+    new = base + ["sha256:" + "7" * 64]
+    files, pkgs = {"/f": SHA_A}, {"vllm": "0.32.0"}
+    head = {"present": True, "files": files, "packages": pkgs, "layers": new,
+            "fingerprint": im.compute_fingerprint(files, pkgs, new)}
+    worker = {"present": True, "files": files, "packages": pkgs, "layers": base,
+              "fingerprint": im.compute_fingerprint(files, pkgs, base)}
+    assert head["fingerprint"] != worker["fingerprint"]
+    assert im.hosts_needing_image({"h": head, "w": worker}, "h") == ["w"]
+    problems = im.compare_fingerprints({"h": head, "w": worker}, "h")
+    assert [(p["host"], p["item"]) for p in problems] == [("w", "layers")]
+    assert problems[0]["msg"] == (
+        "w: image layers differ from h's (%d here, %d there; first difference at layer %d: none vs sha256:%s); "
+        "redistribute the image (image_sync)" % (len(base), len(new), len(base), "7" * 64))

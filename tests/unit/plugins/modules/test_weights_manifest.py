@@ -89,6 +89,7 @@ def test_verified_failures_name_node_and_file(tmp_path):
     assert "spark-sim-1: drafter model.safetensors: sha256 expected" in res["msg"]
     assert res["plan"] == {"checkpoint": ["chat_template.jinja", "model-00001-of-00002.safetensors"],
                            "drafter": ["model.safetensors"]}
+    assert res["stale_backups"] == []
     # the role's first pass: no failure, the plan drives the copy; fix_modes repairs the 0600 file
     res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
                                                      "node": "spark-sim-1", "fail_on_mismatch": False,
@@ -112,3 +113,17 @@ def test_required_arguments_per_state(tmp_path):
     assert failed and res["msg"] == "manifest_path is required with state=written"
     res, failed = run_module(weights_manifest.main, {"path": root})
     assert failed and res["msg"] == "expected (the owner's manifest) is required with state=verified"
+
+
+def test_stale_backup_of_a_replaced_file_is_listed(tmp_path):
+    root, drafter, _m, args = _owner(tmp_path)
+    owner, _f = run_module(weights_manifest.main, args)
+    wr, wd = _worker(tmp_path, root, drafter)
+    # tp_pad kept a backup on the worker, but the backup itself is wrong: it must go before the copy
+    with open(os.path.join(wr, "config.json.orig"), "w") as f:
+        f.write("{}")
+    res, failed = run_module(weights_manifest.main, {"path": wr, "drafter_path": wd, "expected": owner["manifest"],
+                                                     "node": "spark-sim-1", "fail_on_mismatch": False})
+    assert not failed and res["plan"] == {"checkpoint": ["config.json"]}
+    assert [(p["file"], p["item"]) for p in res["problems"]] == [("config.json.orig", "size")]
+    assert res["stale_backups"] == [os.path.join(wr, "config.json.orig")]
