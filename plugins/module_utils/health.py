@@ -244,6 +244,9 @@ _KV_PATTERNS = {
                       float),
     "nccl_version": (re.compile(r"vLLM is using nccl==(?P<v>[\d.]+)"), str),
 }
+# The CPU engine sizes its KV from VLLM_CPU_KVCACHE_SPACE and logs the GiB this way (real capture,
+# tests/fixtures/health/sim-cpu/tp1-ready.log); it stands in for "Available KV cache memory".
+_CPU_KV_RE = re.compile(r"Explicitly set \((?P<v>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache")
 _CONC_RE = re.compile(r"Maximum concurrency for (?P<len>" + _NUM + r") tokens per request: (?P<x>[\d.]+)x")
 _LOAD_RE = re.compile(r"Model loading took (?P<gib>[\d.]+) GiB(?: memory)? and (?P<s>[\d.]+) seconds")
 _SUGGEST_RE = re.compile(r"--kv-cache-memory=(?P<fit>\d+)`? \((?P<fit_gib>[\d.]+) GiB\) to fit into requested memory"
@@ -281,6 +284,9 @@ def parse_boot_log(text):
                 out[key] = conv(m.group("v"))
                 if key == "available_kv_cache_gib" and rank is not None:
                     out["kv_by_rank"][rank] = conv(m.group("v"))
+        m = _CPU_KV_RE.search(line)
+        if m and out["available_kv_cache_gib"] is None:
+            out["available_kv_cache_gib"] = float(m.group("v"))
         m = _CONC_RE.search(line)
         if m:
             out["max_concurrency"] = {"max_model_len": _int(m.group("len")), "factor": float(m.group("x"))}

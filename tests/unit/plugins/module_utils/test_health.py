@@ -406,3 +406,29 @@ def test_real_cpu_engine_capture_phase_starting():
     p = health.parse_phase(read_fixture(H, "sim-cpu", "rank0-boot-starting.log"))
     assert p["phase"] == "starting"
     assert "non-default args" in p["line"]
+
+
+def test_real_cpu_engine_ready_log():
+    """A complete boot of the real CPU engine (TP1, tiny-glm): phase, pool and the CPU KV line."""
+    text = read_fixture(H, "sim-cpu", "tp1-ready.log")
+    p = health.parse_phase(text)
+    assert p["phase"] == "api_up" and p["line"] == "INFO:     Application startup complete."
+    b = health.parse_boot_log(text)
+    assert b["kv_cache_tokens"] == 2097152
+    assert b["max_concurrency"] == {"max_model_len": 512, "factor": 4096.0}
+    assert b["available_kv_cache_gib"] == 1.0          # "Explicitly set (1.0/23.54) GiB for KV cache"
+    assert b["init_engine_s"] == 0.80
+    assert b["loading_weights_s"] == 0.03
+    assert b["startup_complete"] is True
+    assert health.classify_failure(text)["signature"] == "unknown"  # a healthy boot has no failure line
+
+
+def test_real_cpu_engine_metrics_and_chat():
+    samples = health.parse_metrics(read_fixture(H, "sim-cpu", "metrics-after-bench.prom"))
+    assert not [s for s in samples if s["name"].endswith("_created")]
+    c = health.serving_counters(samples)
+    assert (c["running"], c["waiting"], c["generation_tokens"], c["prompt_tokens"]) == (0.0, 0.0, 465.0, 1461.0)
+    assert health.spec_decode_stats(health.spec_decode_counters(samples))["present"] is False
+    import json as _json
+    v = health.evaluate_chat(_json.loads(read_fixture(H, "sim-cpu", "chat-completion.json")))
+    assert (v["ok"], v["finish_reason"], v["reasoning_field"]) == (True, "length", None)
