@@ -126,8 +126,14 @@ plan:
   returned: always
   type: dict
   sample: {"checkpoint": ["model-00002-of-00002.safetensors"]}
+stale_backups:
+  description: Absolute paths of this node's C(X.orig) files for files C(X) in RV(plan); the copy removes them
+    before fetching the owner's C(X) (and C(X.orig) when the owner has one).
+  returned: always
+  type: list
+  elements: str
 modes_fixed:
-  description: Relative paths whose mode was (or in check mode would be) changed.
+  description: Paths whose mode was (or in check mode would be) changed.
   returned: always
   type: list
   elements: str
@@ -140,7 +146,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
-    WeightsError, build_manifest, canonical, fix_modes, format_problems, manifest_sha256,
+    ORIG_SUFFIX, WeightsError, build_manifest, canonical, fix_modes, format_problems, manifest_sha256,
     mode_problems, transfer_plan, verify_manifest, walk_tree)
 
 
@@ -198,7 +204,7 @@ def _write(module, roots, node):
         os.chmod(tmp, 0o644)
         module.atomic_move(tmp, p["manifest_path"])
     module.exit_json(changed=changed, manifest=manifest, sha256=digest, problems=mode_left, plan={},
-                     modes_fixed=fixed, diff={"before": {"sha256": before}, "after": {"sha256": digest}})
+                     modes_fixed=fixed, stale_backups=[], diff={"before": {"sha256": before}, "after": {"sha256": digest}})
 
 
 def _verify(module, roots, node):
@@ -209,8 +215,11 @@ def _verify(module, roots, node):
     fixed, mode_left = _modes(module, roots, node)
     problems = verify_manifest(expected, node, roots) + mode_left
     plan = transfer_plan(problems, expected)
+    # padding backups of files about to be replaced: the copy removes them first (padding rule)
+    stale = sorted(os.path.join(roots[name], rel + ORIG_SUFFIX) for name, rels in plan.items()
+                   for rel in rels if name in roots and os.path.isfile(os.path.join(roots[name], rel + ORIG_SUFFIX)))
     result = dict(changed=bool(fixed), manifest=expected, sha256=manifest_sha256(expected),
-                  problems=problems, plan=plan, modes_fixed=fixed)
+                  problems=problems, plan=plan, modes_fixed=fixed, stale_backups=stale)
     if problems and p["fail_on_mismatch"]:
         module.fail_json(msg="weights differ from the owner's manifest before launch: %s"
                          % format_problems(problems), **result)
