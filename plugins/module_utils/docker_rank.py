@@ -70,9 +70,29 @@ def diff_keys(old_json, new_hashed):
             continue
         if key == "env" and isinstance(a, dict) and isinstance(b, dict):
             keys += ["env.%s" % k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        elif key == "command" and isinstance(a, list) and isinstance(b, list):
+            fa, fb = _flags(a), _flags(b)
+            keys += ["command %s" % k for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)] or [key]
         else:
             keys.append(key)
     return keys
+
+
+def _flags(argv):
+    """argv -> {flag or positional index: value} (a flag without a value maps to True)."""
+    out, idx = {}, 0
+    while idx < len(argv):
+        arg = argv[idx]
+        if arg.startswith("--"):
+            if idx + 1 < len(argv) and not argv[idx + 1].startswith("--"):
+                out[arg] = argv[idx + 1]
+                idx += 2
+                continue
+            out[arg] = True
+        else:
+            out["argv[%d]" % idx] = arg
+        idx += 1
+    return out
 
 
 def error_lines(text, limit=20):

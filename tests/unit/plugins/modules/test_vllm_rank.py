@@ -127,7 +127,7 @@ def test_changed_spec_saves_logs_before_removing_and_names_the_key(docker, tmp_p
     result, failed = run_module(vllm_rank.main, args(tmp_path, spec=new))
     assert not failed, result
     assert result["actions"] == ["save_logs", "remove", "start"]
-    assert result["changed_keys"] == ["command"]
+    assert result["changed_keys"] == ["command --max-model-len"]
     order = [c[0] if c[0] == "sh" else c[1] for c in docker.calls if c[0] == "sh" or c[1] in ("rm", "run")]
     assert order == ["sh", "rm", "run"], "logs must be saved before the removal"
     assert result["log_path"] == str(tmp_path / "vllm_rank-20261130T150000Z.log")
