@@ -100,9 +100,12 @@ def test_head_gets_api_args_and_workers_get_headless_on_the_sim_lane():
 
 
 def test_no_gpu_flags_without_container_gpus():
-    sim = render_rank(lane("sim_cpu_tp2"), sim_host(0))
+    the_lane = lane("sim_cpu_tp2")
+    entrypoint = the_lane["container"].get("entrypoint") or []
+    sim = render_rank(the_lane, sim_host(0))
     assert sim["docker_argv"] == ["docker", "run", "-d", "--name", "vllm_rank", "--restart", "no",
-                                  "--network", "host", "--ipc", "host", "--shm-size", "1g"]
+                                  "--network", "host", "--ipc", "host", "--shm-size", "1g"] + (
+        ["--entrypoint", entrypoint[0]] if entrypoint else [])
 
 
 def test_a_real_difference_changes_the_hash_and_is_named_with_hosts():
