@@ -89,10 +89,13 @@ docker exec "$first" sh -c "docker image rm -f '$image' >/dev/null; docker image
 b0=$(rx "$first"); t_upd_stream2=$(run_mode stream "$@"); b1=$(rx "$first")
 upd_stream=$((b1 - b0))
 
+# The transfer alone, as image_stream reports it ("streamed X GiB (...) in N s").
+t_stream_xfer=$(grep -ho "compressed per rank) in [0-9.]* s" "$out/image_fanout-$stamp-stream.log" | head -1 | awk '{print $5}')
+
 python3 - "$json" <<EOF
 import json, sys
 r = {"stamp": "$stamp", "image": "$image", "image_bytes": int("$size"), "nodes": $n,
-     "seconds": {"stream": $t_stream, "registry": $t_registry, "baseline_sequential_transfer": $t_base,
+     "seconds": {"stream": $t_stream, "stream_transfer_only": ${t_stream_xfer:-None}, "registry": $t_registry, "baseline_sequential_transfer": $t_base,
                  "registry_second_run": $t_noop, "update_registry": $t_upd, "update_stream_full": $t_upd_stream2},
      "update": {"layer_bytes": int("$layer"), "registry_rx_bytes_on_$first": $upd_registry,
                 "stream_rx_bytes_on_$first": $upd_stream}}
