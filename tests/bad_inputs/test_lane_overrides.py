@@ -137,6 +137,17 @@ GAPS = [
      "lane.py _semantic_errors: method mtp is refused only when guard_mode is 'no_mtp'; the nvidia checkpoint "
      "(guard_mode dflash2, MTP head BF16, field case 19) passes lane validation with method mtp and is caught "
      "only by checkpoint_guard on the node; refuse mtp when guard_mode is dflash2 or repo_id is nvidia/*"),
+    ("spec-k-as-string", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": "7"}}},
+     "serve.speculative_config.num_speculative_tokens",
+     "lane.py LANE_SCHEMA: serve.speculative_config is an open dict, so k '7' (a string) passes and the k <= 7 "
+     "rule skips it; give speculative_config a schema (num_speculative_tokens int, min 1)"),
+    ("dflash-k-zero", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 0}}},
+     "serve.speculative_config.num_speculative_tokens",
+     "lane.py _semantic_errors: dflash with k 0 passes; k must be 1..7 (operations spec B.5)"),
+    ("spec-method-unknown", MTP2, {"serve": {"speculative_config": {"method": "eagle9"}}},
+     "serve.speculative_config.method",
+     "lane.py LANE_SCHEMA: speculative_config.method is not checked; 'eagle9' passes (known: mtp, dflash, "
+     "operations spec B.5)"),
 ]
 
 

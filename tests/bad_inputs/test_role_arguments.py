@@ -47,6 +47,12 @@ GAPS = [
      "roles/node_prep/meta/argument_specs.yml has no lower bound for node_prep_swap_size_gib and no task refuses "
      "it before the first node task: -4 runs on and reaches the (unreachable) nodes; add an assert at the start of "
      "roles/node_prep/tasks/main.yml (delegate_to localhost / no connection) that it is >= 1"),
+    ("swappiness-250", "node_prep", "node_prep_swappiness", "250", "node_prep_swappiness",
+     "roles/node_prep: node_prep_swappiness 250 (the kernel takes 0..200) is not refused before the nodes are "
+     "reached; add a range check without connection at the start of the role"),
+    ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000", "rdma_fabric_mtu",
+     "roles/rdma_fabric: rdma_fabric_mtu 100000 (no Ethernet port takes it; jumbo frames are ~9000) is not refused before the "
+     "nodes are reached; add a range check without connection at the start of the role"),
 ]
 
 
