@@ -53,6 +53,11 @@ FIX_FILE_SCHEMA = {
     "sha256": (STR, True, {}),
     "container_path": (STR, True, {}),
     "marker": (STR, False, {}),
+    # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
+    # applies to, and an explicit override of the "different version in the image" refusal.
+    "base_sha256": (STR + NONE, False, {}),
+    "images": (LIST, False, {"elements": STR}),
+    "override": (BOOL, False, {}),
 }
 
 LANE_SCHEMA = {
