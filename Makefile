@@ -36,6 +36,7 @@ sanity: venv
 
 units: venv
 	$(ACT) pytest -p no:cacheprovider tests/unit
+	$(ACT) pytest -p no:cacheprovider tests/bad_inputs
 
 sim-images: venv host-deps
 	$(ACT) ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
