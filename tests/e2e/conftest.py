@@ -40,7 +40,8 @@ def total(stats, key):
 
 def node_docker(node, *args):
     """Run the docker CLI of a simulated node (its own dockerd) from the build machine."""
-    proc = subprocess.run(["docker", "exec", node, "docker"] + list(args), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["docker", "exec", node, "docker"] + list(args), capture_output=True, text=True, timeout=120,
+                          check=False)
     return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
 
 

@@ -11,7 +11,7 @@ BIN = os.path.dirname(sys.executable)
 def _run(args, cwd=ROOT, env=None):
     e = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="1")
     e.update(env or {})
-    proc = subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(args, cwd=cwd, env=e, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -25,7 +25,8 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     _run(["ansible-galaxy", "collection", "build", "--output-path", str(tmp_path)])
     tarballs = glob.glob(str(tmp_path / "dgxspark-vllm-*.tar.gz"))
     assert len(tarballs) == 1
-    listing = subprocess.run(["tar", "-tzf", tarballs[0]], capture_output=True, text=True).stdout.split()
+    listing = subprocess.run(["tar", "-tzf", tarballs[0]], capture_output=True, text=True,
+                             check=True).stdout.split()
     assert "roles/preflight/meta/argument_specs.yml" in listing
     assert "lanes/sim_cpu_tp2.yml" in listing
     assert not [p for p in listing if p.startswith((".venv", ".sim", "collections/", "tests/output"))], listing[:20]

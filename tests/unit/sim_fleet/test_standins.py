@@ -30,7 +30,7 @@ def capture(fixture_path, *parts):
 
 
 def smi(*args):
-    return subprocess.run([sys.executable, NVSMI] + list(args), capture_output=True, text=True)
+    return subprocess.run([sys.executable, NVSMI] + list(args), capture_output=True, text=True, check=False)
 
 
 def test_nvidia_smi_memory_query_matches_gb10_capture(fixture_path):
@@ -122,7 +122,7 @@ def test_ibdev2netdev_prints_capture_format_for_ring_node(simboot, tmp_path, fix
         (net / nd).mkdir(parents=True)
         (net / nd / "operstate").write_text("up\n")
     script = open(IBDEV).read().replace("/opt/sim/sys", str(tmp_path / "sys")).replace("/sys/class/net", str(net))
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout.splitlines()
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False).stdout.splitlines()
     want = capture(fixture_path, "sim", "ibdev2netdev", "spark-3node-ring-all-up.txt")
     # The ring capture has all four HCAs Up (both PCIe twins); the sim has no twin netdevs.
     assert sorted(out) == sorted(w.replace("(Up)", "(Down)") if "roceP2" in w else w for w in want)

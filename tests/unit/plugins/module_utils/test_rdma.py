@@ -1,6 +1,5 @@
 """module_utils/rdma.py against the real captures in tests/fixtures/rdma (fixtures/README)."""
 import os
-import shutil
 
 import pytest
 import yaml
@@ -36,7 +35,9 @@ def test_ibdev2netdev_s01_two_node_outer_port():
 
 
 def test_ibdev2netdev_cabled_f0_and_ring_and_mellanox():
-    up = lambda text: sorted(r['hca'] for r in R.parse_ibdev2netdev(text) if r['state'] == 'Up')
+    def up(text):
+        return sorted(r['hca'] for r in R.parse_ibdev2netdev(text) if r['state'] == 'Up')
+
     assert up(fx('ibdev2netdev', 'spark-node-cabled-f0-up.txt')) == ['roceP2p1s0f0', 'rocep1s0f0']
     assert up(fx('ibdev2netdev', 'spark-3node-ring-all-up.txt')) == [
         'roceP2p1s0f0', 'roceP2p1s0f1', 'rocep1s0f0', 'rocep1s0f1']

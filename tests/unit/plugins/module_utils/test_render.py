@@ -30,9 +30,15 @@ def lane(name, overrides=None):
         return deep_merge(yaml.safe_load(f), overrides or {})
 
 
+def sim_mounts(name="sim_cpu_tp2"):
+    """The mounts kernel_fix publishes for a lane's fix files (its layout: /var/lib/dgxspark-vllm/fixes/<name>)."""
+    return [{"host": "/var/lib/dgxspark-vllm/fixes/" + f["name"], "container": f["container_path"], "mode": "ro"}
+            for f in lane(name).get("fix_files") or []]
+
+
 def sim_host(rank, ip=None, **kw):
     host = {"rank": rank, "host_ip": ip or "198.18.11.1%d" % rank, "master_addr": "198.18.11.10",
-            "fabric_env": {"GLOO_SOCKET_IFNAME": "enp1s0f1np1"}, "kernel_fix_mounts": []}
+            "fabric_env": {"GLOO_SOCKET_IFNAME": "enp1s0f1np1"}, "kernel_fix_mounts": sim_mounts()}
     host.update(kw)
     return host
 
@@ -156,7 +162,7 @@ def test_cache_dir_fact_moves_the_cache_mounts():
     ({"host_ip": ""}, "host_ip is not set (fact rdma_fabric_host_ip); run the rdma_fabric role (it is tagged "
                       "vllm_ranks too)"),
     ({"tensor_parallel_size": 3}, "tensor-parallel size 3 of this host differs from the lane's 2"),
-    ({"kernel_fix_mounts": [{"host": "/x", "container": "/models/tiny-glm"}]},
+    ({"kernel_fix_mounts": sim_mounts() + [{"host": "/x", "container": "/models/tiny-glm"}]},
      "two mounts target /models/tiny-glm (/var/tmp/models/tiny-glm and /x); keep one (lane container.mounts or "
      "kernel_fix)"),
 ])

@@ -2,8 +2,6 @@
 import os
 import stat
 
-import pytest
-
 from ansible_collections.dgxspark.vllm.plugins.modules import rdma_facts
 from tests.unit.conftest import FIXTURES
 from tests.unit.plugins.modules.utils import run_module

@@ -29,8 +29,10 @@ def sim_spec(rank=1, overrides=None):
         lane = yaml.safe_load(f)
     for key, value in (overrides or {}).items():
         lane["serve"][key] = value
+    mounts = [{"host": "/var/lib/dgxspark-vllm/fixes/" + f["name"], "container": f["container_path"], "mode": "ro"}
+              for f in lane.get("fix_files") or []]
     return render_rank(lane, {"rank": rank, "host_ip": "198.18.11.11", "master_addr": "198.18.11.10",
-                              "fabric_env": {"GLOO_SOCKET_IFNAME": "enp1s0f1np1"}, "kernel_fix_mounts": []})
+                              "fabric_env": {"GLOO_SOCKET_IFNAME": "enp1s0f1np1"}, "kernel_fix_mounts": mounts})
 
 
 class FakeDocker(object):
@@ -81,7 +83,11 @@ class FakeDocker(object):
 @pytest.fixture
 def docker(monkeypatch):
     fake = FakeDocker()
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: fake(self, argv, **kw))
+    def run_command(module, argv, **kwargs):
+        # A plain function so AnsibleModule binds it as a method and passes the module in.
+        return fake(module, argv, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     return fake
 
 
