@@ -83,6 +83,7 @@ class FakeDocker(object):
 @pytest.fixture
 def docker(monkeypatch):
     fake = FakeDocker()
+
     def run_command(module, argv, **kwargs):
         # A plain function so AnsibleModule binds it as a method and passes the module in.
         return fake(module, argv, **kwargs)
