@@ -18,7 +18,8 @@ pytestmark = pytest.mark.e2e
 def _hosts():
     with open(f"{ROOT}/{INVENTORY}") as f:
         inv = yaml.safe_load(f)
-    groups = inv["spark_cluster"]["children"]
+    cluster = inv["spark_cluster"] if "spark_cluster" in inv else inv["all"]["children"]["spark_cluster"]
+    groups = cluster["children"]
     head = groups["vllm_head"]["hosts"]
     workers = groups["vllm_workers"]["hosts"]
     return head, workers
