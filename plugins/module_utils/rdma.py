@@ -74,14 +74,20 @@ def _json_list(text, what):
     return data
 
 
+def _link_netdev(item):
+    """A netdev record with the link fields both ``ip -j link`` and ``ip -j addr`` carry."""
+    dev = _new_netdev(item['ifname'])
+    dev['operstate'] = item.get('operstate')
+    dev['mtu'] = item.get('mtu')
+    dev['flags'] = list(item.get('flags') or [])
+    return dev
+
+
 def parse_ip_json_link(text):
     """Parse ``ip -j link``."""
     out = {}
     for item in _json_list(text, 'ip -j link'):
-        dev = _new_netdev(item['ifname'])
-        dev['operstate'] = item.get('operstate')
-        dev['mtu'] = item.get('mtu')
-        dev['flags'] = list(item.get('flags') or [])
+        dev = _link_netdev(item)
         out[dev['ifname']] = dev
     return out
 
@@ -90,10 +96,7 @@ def parse_ip_json_addr(text):
     """Parse ``ip -j addr`` (which also carries operstate, mtu and flags)."""
     out = {}
     for item in _json_list(text, 'ip -j addr'):
-        dev = _new_netdev(item['ifname'])
-        dev['operstate'] = item.get('operstate')
-        dev['mtu'] = item.get('mtu')
-        dev['flags'] = list(item.get('flags') or [])
+        dev = _link_netdev(item)
         for a in item.get('addr_info') or []:
             try:
                 if a.get('family') == 'inet':
@@ -593,9 +596,14 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
     bare = [h for h in order if not cands[h]]
     for h in bare:
         up = [x['hca'] for x in hosts_facts[h].get('hcas') or [] if x.get('state') == 'Up']
-        errors.append('%s: no Up RoCE netdev with an IPv4 (Up HCAs: %s); cable a fabric port and give '
+        # a port that holds its fabric address but went down (link or cable), named with its fix
+        down = [x for x in hosts_facts[h].get('hcas') or [] if x.get('ipv4') and x.get('netdev')]
+        errors.append('%s: no Up RoCE netdev with an IPv4 (Up HCAs: %s)%s; cable a fabric port and give '
                       'its netdev an address (169.254 autoconf does not count), then rerun'
-                      % (h, ', '.join(up) or 'none'))
+                      % (h, ', '.join(up) or 'none',
+                         ''.join('; %s ==> %s holds %s but is %s: bring it up (ip link set %s up) and check its '
+                                 'cable' % (x['hca'], x['netdev'], x['ipv4'], x.get('operstate') or x.get('state')
+                                            or 'down', x['netdev']) for x in down)))
     members = {}
     for h in order:
         for c in cands[h]:

@@ -624,17 +624,5 @@ def verify_cost(geo, seq=16):
     return total
 
 
-def sha256_file(path, chunk=1 << 20):
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(chunk)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest()
-
-
 def list_safetensors(directory):
     return sorted(n for n in os.listdir(directory) if n.endswith(".safetensors"))

@@ -167,8 +167,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import (
     DTYPE_BYTES, PaddingError, as_matrix, cut_bytes, dump_config, heads_plan, list_safetensors, pad_bytes,
-    padded_config, read_header, sha256_file, tensor_bytes, tensor_pad_spec, verify_cost, verify_layer,
+    padded_config, read_header, tensor_bytes, tensor_pad_spec, verify_cost, verify_layer,
     write_safetensors)
+from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import sha256_file
 
 try:
     import numpy as np
