@@ -5,6 +5,8 @@ chat completion are asked of the head over the management network, and the secon
 changed count comes from ansible-runner's stats.
 """
 import datetime
+import json
+import subprocess
 
 import pytest
 import yaml
@@ -85,3 +87,39 @@ def test_second_run_changes_nothing(deployed, tmp_path):
     assert second.rc == 0, runner_output(second)
     assert total(second.stats, "changed") == 0, second.stats
     assert total(second.stats, "failures") == 0
+
+
+def _node_fabric_ip(node, ifname="enp1s0f1np1"):
+    proc = subprocess.run(["docker", "exec", node, "ip", "-j", "-4", "addr", "show", ifname],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(proc.stdout)[0]["addr_info"][0]["local"]
+
+
+def _rank_config(node, container):
+    rc, out, err = node_docker(node, "inspect", "-f", "{{json .Config}}", container)
+    assert rc == 0, f"{node}: {err}"
+    config = json.loads(out)
+    env = dict(item.split("=", 1) for item in config["Env"])
+    return env, config["Cmd"] or []
+
+
+def test_each_rank_runs_with_its_own_fabric_values(deployed):
+    """Issue 5: the env of every running rank equals the facts of its own host, never the head's."""
+    head, workers = _hosts()
+    name = _lane()["container"]["name"]
+    (head_name,) = head
+    master = _node_fabric_ip(head_name)
+    for node in list(head) + list(workers):
+        env, cmd = _rank_config(node, name)
+        own_ip = _node_fabric_ip(node)
+        assert env["VLLM_HOST_IP"] == own_ip, (node, env["VLLM_HOST_IP"], own_ip)
+        assert env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1", (node, env)
+        assert cmd[cmd.index("--master-addr") + 1] == master, (node, cmd)
+        if "NCCL_IB_GID_INDEX" in env:
+            # The GID at that index on THIS node is the IPv4-mapped form of its own fabric address.
+            gid_path = "/opt/sim/sys/class/infiniband/%s/ports/1/gids/%s" % (
+                env["NCCL_IB_HCA"].split(",")[0].lstrip("=^"), env["NCCL_IB_GID_INDEX"])
+            gid = subprocess.run(["docker", "exec", node, "cat", gid_path], capture_output=True, text=True,
+                                 timeout=60, check=True).stdout.strip()
+            mapped = "".join("%02x" % int(octet) for octet in own_ip.split("."))
+            assert gid.replace(":", "").endswith("ffff" + mapped), (node, gid, own_ip)
