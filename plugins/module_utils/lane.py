@@ -17,7 +17,8 @@ import copy
 
 # Schema nodes: a dict maps key -> (types, required, extra); extra may hold 'choices',
 # 'min', 'max', 'schema' (nested dict schema), 'elements' (schema of list items),
-# 'open' (True: a dict whose keys are free, e.g. env maps).
+# 'open' (True: a dict whose keys are free, e.g. env maps), 'hint' (the rule's source and the fix,
+# appended to every error about that key).
 STR = (str,)
 INT = (int,)
 NUM = (int, float)
@@ -58,6 +59,20 @@ FIX_FILE_SCHEMA = {
     "base_sha256": (STR + NONE, False, {}),
     "images": (LIST, False, {"elements": STR}),
     "override": (BOOL, False, {}),
+}
+
+# serve.speculative_config: rendered as --speculative-config '<JSON>' (operations spec B.5 forms).
+# Methods the lanes use: mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter).
+SPECULATIVE_SCHEMA = {
+    "method": (STR, True, {"choices": ["mtp", "dflash"], "hint": (
+        "operations spec B.5 knows mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter, lane "
+        "key 'drafter'); set one of them, or serve.speculative_config: null for no speculative decoding")}),
+    "num_speculative_tokens": (INT, False, {"min": 1, "hint": (
+        "k, the tokens drafted per step, must be an int >= 1 (operations spec B.5): the mtp lanes use 4, "
+        "dflash takes 1..7 (the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. "
+        "num_speculative_tokens: 7")}),
+    "model": (STR + NONE, False, {"hint": (
+        "the drafter's container_path for dflash, null for mtp (operations spec B.5)")}),
 }
 
 LANE_SCHEMA = {
@@ -121,7 +136,7 @@ LANE_SCHEMA = {
         }}),
         "enforce_eager": (BOOL, False, {}),
         "trust_remote_code": (BOOL, False, {}),
-        "speculative_config": (DICT + NONE, False, {"open": True}),
+        "speculative_config": (DICT + NONE, False, {"schema": SPECULATIVE_SCHEMA}),
         "tool_call_parser": (STR + NONE, False, {}),
         "enable_auto_tool_choice": (BOOL, False, {}),
         "reasoning_parser": (STR + NONE, False, {}),
@@ -149,6 +164,14 @@ LANE_SCHEMA = {
         "mem_total_gib_min": (NUM + NONE, False, {"min": 0}),
     }}),
 }
+
+
+GIB = 1024 ** 3
+
+
+def _gib(nbytes):
+    """Bytes as GiB for a message: 214748364800 -> '200', 4445787956 -> '4.14'."""
+    return ("%.2f" % (nbytes / float(GIB))).rstrip("0").rstrip(".")
 
 
 def value_type(value):
@@ -180,22 +203,24 @@ def _check(value, schema, path, errors):
                 path, key, ", ".join(sorted(schema))))
     for key, (types, required, extra) in schema.items():
         where = path + key
+        hint = "; " + extra["hint"] if extra.get("hint") else ""
         if key not in value:
             if required:
-                errors.append("%s: required key missing" % where)
+                errors.append("%s: required key missing%s" % (where, hint))
             continue
         item = value[key]
         if not _is_type(item, types):
-            errors.append("%s: expected %s, got %s (%r)" % (
-                where, _type_name(types), value_type(item), item))
+            errors.append("%s: expected %s, got %s (%r)%s" % (
+                where, _type_name(types), value_type(item), item, hint))
             continue
         if "choices" in extra and item not in extra["choices"]:
-            errors.append("%s: %r is not one of %s" % (where, item, ", ".join(map(str, extra["choices"]))))
+            errors.append("%s: %r is not one of %s%s" % (
+                where, item, ", ".join(map(str, extra["choices"])), hint))
         if isinstance(item, (int, float)) and not isinstance(item, bool):
             if "min" in extra and item < extra["min"]:
-                errors.append("%s: %r is below the minimum %r" % (where, item, extra["min"]))
+                errors.append("%s: %r is below the minimum %r%s" % (where, item, extra["min"], hint))
             if "max" in extra and item > extra["max"]:
-                errors.append("%s: %r is above the maximum %r" % (where, item, extra["max"]))
+                errors.append("%s: %r is above the maximum %r%s" % (where, item, extra["max"], hint))
         if isinstance(item, dict) and "schema" in extra:
             _check(item, extra["schema"], where + ".", errors)
         if isinstance(item, list) and "elements" in extra:
@@ -234,17 +259,42 @@ def _semantic_errors(lane):
         if isinstance(k, int) and not isinstance(k, bool) and k > 7:
             errors.append("serve.speculative_config.num_speculative_tokens: %d is above 7; the DFlash2 drafter's "
                           "block_size 8 must equal 1 + k (operations spec B.5). Use k <= 7." % k)
+        if k is None:
+            errors.append("serve.speculative_config.num_speculative_tokens: required for method dflash; the "
+                          "DFlash2 drafter's block_size 8 must equal 1 + k (operations spec B.5). "
+                          "Set num_speculative_tokens: 7.")
         if not lane.get("drafter"):
             errors.append("serve.speculative_config: method dflash needs a drafter (lane key 'drafter')")
-    if method == "mtp" and (lane.get("checkpoint") or {}).get("guard_mode") == "no_mtp":
+    checkpoint = lane.get("checkpoint") or {}
+    guard_mode = checkpoint.get("guard_mode")
+    repo_id = checkpoint.get("repo_id") or ""
+    if method == "mtp" and guard_mode == "no_mtp":
         errors.append("serve.speculative_config: method mtp on a checkpoint whose MTP head is not quantized "
                       "(guard_mode no_mtp, operations spec B.5 nvidia checkpoint); use a dflash lane")
+    elif method == "mtp" and (guard_mode == "dflash2" or repo_id.startswith("nvidia/")):
+        # The nvidia NVFP4 checkpoint ships its MTP head (layer 45) in BF16 without scale tensors (G19);
+        # checkpoint_guard refuses it on the node, this refuses it before any node is touched.
+        errors.append("serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
+                      "(checkpoint.repo_id %r, guard_mode %s; operations spec B.5 nvidia checkpoint, G19); use "
+                      "method dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is "
+                      "quantized (lane tp2_mtp)" % (repo_id, guard_mode if guard_mode is not None else "null"))
     if serve.get("api_port") is not None and serve.get("api_port") == serve.get("master_port"):
         errors.append("serve.master_port: equals serve.api_port (%s); the rendezvous needs its own port"
                       % serve.get("api_port"))
     policy = serve.get("kv_policy") or {}
     if policy.get("mode") == "pin" and not policy.get("bytes"):
         errors.append("serve.kv_policy.bytes: required when mode is 'pin'")
+    pin = policy.get("bytes")
+    mem_min = (lane.get("requirements") or {}).get("mem_total_gib_min")
+    if isinstance(pin, int) and not isinstance(pin, bool) and isinstance(mem_min, (int, float)) \
+            and not isinstance(mem_min, bool) and mem_min > 0 and pin / GIB >= mem_min:
+        # The pin is KV cache per rank; on a GB10 it shares the node's unified memory with the weights
+        # shard, the drafter, activations and the OS (operations spec E.2).
+        errors.append("serve.kv_policy.bytes: %d (%s GiB) is not below the node memory the lane requires "
+                      "(requirements.mem_total_gib_min %s GiB); a KV pin per rank must leave room for the weights, "
+                      "activations and the OS (operations spec E.2). Pin fewer bytes (the spark lanes pin 4-24 GiB, "
+                      "8 GiB = 8589934592) or correct requirements.mem_total_gib_min"
+                      % (pin, _gib(pin), _gib(mem_min * GIB)))
     if policy.get("mode") == "profiler" and policy.get("bytes"):
         errors.append("serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass "
                       "--kv-cache-memory, or drop bytes (operations spec E.2)")

@@ -52,6 +52,24 @@ CASES = [
      "operations spec B.5 nvidia checkpoint); use a dflash lane"),
     ("speculative-config-list", CPU2, {"serve": {"speculative_config": ["dflash"]}},
      "serve.speculative_config: expected dict or null, got list (['dflash'])"),
+    ("mtp-on-nvidia-checkpoint", DF2,
+     {"drafter": None, "serve": {"speculative_config": {"method": "mtp", "model": None, "num_speculative_tokens": 4}}},
+     "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized (checkpoint.repo_id "
+     "'nvidia/GLM-5.3-Flash-NVFP4', guard_mode dflash2; operations spec B.5 nvidia checkpoint, G19); use method "
+     "dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is quantized (lane tp2_mtp)"),
+    ("spec-k-as-string", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": "7"}}},
+     "serve.speculative_config.num_speculative_tokens: expected int, got string ('7'); k, the tokens drafted per "
+     "step, must be an int >= 1 (operations spec B.5): the mtp lanes use 4, dflash takes 1..7 (the DFlash2 "
+     "drafter's block_size 8 = 1 + k); set an unquoted int, e.g. num_speculative_tokens: 7"),
+    ("dflash-k-zero", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 0}}},
+     "serve.speculative_config.num_speculative_tokens: 0 is below the minimum 1; k, the tokens drafted per step, "
+     "must be an int >= 1 (operations spec B.5)"),
+    ("spec-method-unknown", MTP2, {"serve": {"speculative_config": {"method": "eagle9"}}},
+     "serve.speculative_config.method: 'eagle9' is not one of mtp, dflash; operations spec B.5 knows mtp (the "
+     "checkpoint's own MTP head) and dflash (the DFlash2 drafter, lane key 'drafter'); set one of them, or "
+     "serve.speculative_config: null for no speculative decoding"),
+    ("spec-unknown-key", MTP2, {"serve": {"speculative_config": {"num_lookahead": 2}}},
+     "serve.speculative_config.num_lookahead: unknown key (known: method, model, num_speculative_tokens)"),
     # container
     ("container-restart-always", CPU2, {"container": {"restart": "always"}},
      "container.restart: 'always' is not one of no"),
@@ -94,6 +112,11 @@ CASES = [
     ("kv-flag-unknown", DF2, {"serve": {"kv_policy": {"flag": "--kv-cache-bytes"}}},
      "serve.kv_policy.flag: '--kv-cache-bytes' is not one of --kv-cache-memory, --kv-cache-memory-bytes"),
     ("kv-bytes-negative", DF2, {"serve": {"kv_policy": {"bytes": -1}}}, "serve.kv_policy.bytes: -1 is below the minimum 1"),
+    ("kv-pin-above-node-memory", DF2, {"serve": {"kv_policy": {"bytes": 200 * GIB}}},
+     "serve.kv_policy.bytes: 214748364800 (200 GiB) is not below the node memory the lane requires "
+     "(requirements.mem_total_gib_min 110 GiB); a KV pin per rank must leave room for the weights, activations and "
+     "the OS (operations spec E.2). Pin fewer bytes (the spark lanes pin 4-24 GiB, 8 GiB = 8589934592) or correct "
+     "requirements.mem_total_gib_min"),
     # health / requirements
     ("health-timeout-zero", CPU2, {"health": {"ready_timeout_s": 0}}, "health.ready_timeout_s: 0 is below the minimum 1"),
     ("health-tool-smoke-string", CPU2, {"health": {"tool_smoke": "no"}},
@@ -125,31 +148,6 @@ CASES = [
     ("nccl-string", CPU2, {"nccl": "IB"}, "nccl: expected dict, got string ('IB')"),
 ]
 
-# Contradictions the lane rules do not catch yet: strict xfail, so a fix turns them red until moved to CASES.
-GAPS = [
-    ("kv-pin-above-node-memory", DF2, {"serve": {"kv_policy": {"bytes": 200 * GIB}}},
-     "serve.kv_policy.bytes",
-     "lane.py _semantic_errors: a 200 GiB KV pin passes though requirements.mem_total_gib_min is 110 "
-     "(a Spark has 121 GiB); refuse bytes / GiB >= mem_total_gib_min"),
-    ("mtp-on-nvidia-checkpoint", DF2,
-     {"drafter": None, "serve": {"speculative_config": {"method": "mtp", "model": None, "num_speculative_tokens": 4}}},
-     "method mtp on a checkpoint",
-     "lane.py _semantic_errors: method mtp is refused only when guard_mode is 'no_mtp'; the nvidia checkpoint "
-     "(guard_mode dflash2, MTP head BF16, field case 19) passes lane validation with method mtp and is caught "
-     "only by checkpoint_guard on the node; refuse mtp when guard_mode is dflash2 or repo_id is nvidia/*"),
-    ("spec-k-as-string", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": "7"}}},
-     "serve.speculative_config.num_speculative_tokens",
-     "lane.py LANE_SCHEMA: serve.speculative_config is an open dict, so k '7' (a string) passes and the k <= 7 "
-     "rule skips it; give speculative_config a schema (num_speculative_tokens int, min 1)"),
-    ("dflash-k-zero", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 0}}},
-     "serve.speculative_config.num_speculative_tokens",
-     "lane.py _semantic_errors: dflash with k 0 passes; k must be 1..7 (operations spec B.5)"),
-    ("spec-method-unknown", MTP2, {"serve": {"speculative_config": {"method": "eagle9"}}},
-     "serve.speculative_config.method",
-     "lane.py LANE_SCHEMA: speculative_config.method is not checked; 'eagle9' passes (known: mtp, dflash, "
-     "operations spec B.5)"),
-]
-
 
 def _run(tmp_path, lane_hosts, overrides):
     lane, hosts = lane_hosts
@@ -162,10 +160,3 @@ def test_bad_override_is_refused(tmp_path, case, lane_hosts, overrides, expected
     rc, out = _run(tmp_path, lane_hosts, overrides)
     assert_refused_untouched(rc, out, expected)
     assert "the lane is invalid (fix the lane file or vllm_lane_overrides)" in out
-
-
-@pytest.mark.parametrize("case,lane_hosts,overrides,expected,gap", [
-    pytest.param(*g, marks=pytest.mark.xfail(strict=True, reason=g[4]), id=g[0]) for g in GAPS])
-def test_contradiction_gap(tmp_path, case, lane_hosts, overrides, expected, gap):
-    rc, out = _run(tmp_path, lane_hosts, overrides)
-    assert_refused_untouched(rc, out, expected)

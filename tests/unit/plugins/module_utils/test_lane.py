@@ -66,9 +66,56 @@ def test_dflash_k_above_7_is_refused():
 
 
 def test_dflash_without_drafter_is_refused():
-    lane = deep_merge(load("sim_cpu_tp2"), {"serve": {"speculative_config": {"method": "dflash"}}})
+    lane = deep_merge(load("sim_cpu_tp2"), {"serve": {"speculative_config": {"method": "dflash",
+                                                                              "num_speculative_tokens": 7}}})
     assert validate_lane(lane) == [
         "lane sim_cpu_tp2: serve.speculative_config: method dflash needs a drafter (lane key 'drafter')"]
+
+
+def test_dflash_without_k_is_refused():
+    lane = deep_merge(load("tp2_dflash2"), {"serve": {"speculative_config": {"num_speculative_tokens": None}}})
+    assert validate_lane(lane, "tp2_dflash2") == [
+        "lane tp2_dflash2: serve.speculative_config.num_speculative_tokens: expected int, got null (None); k, the "
+        "tokens drafted per step, must be an int >= 1 (operations spec B.5): the mtp lanes use 4, dflash takes 1..7 "
+        "(the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. num_speculative_tokens: 7"]
+    del lane["serve"]["speculative_config"]["num_speculative_tokens"]
+    assert validate_lane(lane, "tp2_dflash2") == [
+        "lane tp2_dflash2: serve.speculative_config.num_speculative_tokens: required for method dflash; the DFlash2 "
+        "drafter's block_size 8 must equal 1 + k (operations spec B.5). Set num_speculative_tokens: 7."]
+
+
+@pytest.mark.parametrize("lane_name,override,message", [
+    # the nvidia checkpoint (guard_mode dflash2): MTP head BF16 (G19)
+    ("tp2_dflash2", {"drafter": None, "serve": {"speculative_config": {"method": "mtp", "model": None}}},
+     "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
+     "(checkpoint.repo_id 'nvidia/GLM-5.3-Flash-NVFP4', guard_mode dflash2;"),
+    # an nvidia/* repo without a guard mode is refused by its repo_id
+    ("tp2_mtp", {"checkpoint": {"repo_id": "nvidia/GLM-5.3-Flash-NVFP4", "guard_mode": None}},
+     "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
+     "(checkpoint.repo_id 'nvidia/GLM-5.3-Flash-NVFP4', guard_mode null;"),
+    ("tp2_mtp", {"checkpoint": {"guard_mode": "dflash2"}},
+     "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
+     "(checkpoint.repo_id 'RedHatAI/GLM-5.3-Flash-NVFP4', guard_mode dflash2;"),
+    ("tp2_dflash2", {"serve": {"kv_policy": {"bytes": 110 * 1024 ** 3}}},
+     "serve.kv_policy.bytes: 118111600640 (110 GiB) is not below the node memory the lane requires "
+     "(requirements.mem_total_gib_min 110 GiB);"),
+    ("tp2_dflash2", {"serve": {"kv_policy": {"bytes": 4445787956}}, "requirements": {"mem_total_gib_min": 4.1}},
+     "serve.kv_policy.bytes: 4445787956 (4.14 GiB) is not below the node memory the lane requires "
+     "(requirements.mem_total_gib_min 4.1 GiB);"),
+])
+def test_cross_key_rules(lane_name, override, message):
+    errors = validate_lane(deep_merge(load(lane_name), override), lane_name)
+    assert [e for e in errors if e.startswith("lane %s: %s" % (lane_name, message))] == errors and errors, errors
+
+
+@pytest.mark.parametrize("lane_name,override", [
+    ("tp2_dflash2", {"serve": {"kv_policy": {"bytes": 109 * 1024 ** 3}}}),  # below the node figure
+    ("tp2_dflash2", {"requirements": {"mem_total_gib_min": None}}),  # no node figure, no comparison
+    ("tp3_mtp", {}),  # LibertAIDAI checkpoint, guard_mode null: mtp is fine
+    ("tp2_mtp", {"serve": {"speculative_config": {"num_speculative_tokens": 1}}}),
+])
+def test_cross_key_rules_accept(lane_name, override):
+    assert validate_lane(deep_merge(load(lane_name), override), lane_name) == []
 
 
 def test_lane_name_must_match_file():
