@@ -2,9 +2,11 @@
 argument validation (roles/<role>/meta/argument_specs.yml), before any task reaches a node.
 
 The lane is valid (sim_cpu_tp2) so the preflight play passes; hosts are unreachable, so a task
-that tried to connect first would show UNREACHABLE instead of the refusal. vllm_ranks and
-vllm_health run through playbooks/serve.yml: under site.yml their tags also select the fabric
-discovery (rdma_fabric, read-only), which reaches the nodes first (see GAPS).
+that tried to connect first would show UNREACHABLE instead of the refusal. CASES of vllm_ranks and
+vllm_health run through playbooks/serve.yml (the roles' own validation); under site.yml their tags
+also select the fabric discovery (rdma_fabric, read-only), which reaches the nodes, so site.yml
+validates their arguments in a no-connection play first (SITE_CASES). Ranges the argument specs
+cannot express are asserted at the start of the role, also without connection (RANGE_CASES).
 """
 import pytest
 
@@ -36,23 +38,38 @@ CASES = [
 
 SERVE_ONLY = ("vllm_ranks", "vllm_health")
 
-GAPS = [
+# Run through site.yml: under --tags vllm_ranks / vllm_health, rdma_fabric's discovery and kernel_fix reach the
+# nodes before serve.yml runs these roles, so site.yml validates their arguments first, without connection
+# (the play "Preflight | role arguments of vllm_ranks and vllm_health" in playbooks/site.yml).
+SITE_CASES = [
     ("ranks-state-under-site", "vllm_ranks", "vllm_ranks_state", "stopped",
-     "value of vllm_ranks_state must be one of: started, absent, got: stopped",
-     "site.yml --tags vllm_ranks: roles/rdma_fabric/tasks/main.yml tags its (read-only) discovery vllm_ranks and "
-     "vllm_health, and prepare.yml runs it before serve.yml, so every node is contacted before vllm_ranks' argument "
-     "validation; validate vllm_ranks/vllm_health arguments before the fabric play (e.g. a no-connection "
-     "ansible.builtin.validate_argument_spec play at the top of playbooks/site.yml)"),
-    ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", "-4", "node_prep_swap_size_gib",
-     "roles/node_prep/meta/argument_specs.yml has no lower bound for node_prep_swap_size_gib and no task refuses "
-     "it before the first node task: -4 runs on and reaches the (unreachable) nodes; add an assert at the start of "
-     "roles/node_prep/tasks/main.yml (delegate_to localhost / no connection) that it is >= 1"),
-    ("swappiness-250", "node_prep", "node_prep_swappiness", "250", "node_prep_swappiness",
-     "roles/node_prep: node_prep_swappiness 250 (the kernel takes 0..200) is not refused before the nodes are "
-     "reached; add a range check without connection at the start of the role"),
-    ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000", "rdma_fabric_mtu",
-     "roles/rdma_fabric: rdma_fabric_mtu 100000 (no Ethernet port takes it; jumbo frames are ~9000) is not refused before the "
-     "nodes are reached; add a range check without connection at the start of the role"),
+     "value of vllm_ranks_state must be one of: started, absent, got: stopped"),
+    ("health-timeout-under-site", "vllm_health", "vllm_health_ready_timeout_s", "soon",
+     "argument 'vllm_health_ready_timeout_s' is of type str and we were unable to convert to int"),
+]
+
+# Ranges meta/argument_specs.yml cannot express: an assert at the start of the role, on the controller (no
+# connection), refuses them before the first node task.
+RANGE_CASES = [
+    ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", "-4",
+     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, operations spec "
+     "C.1; DGX OS ships 15-16 GiB). Set node_prep_swap_size_gib: 16 (the default), or node_prep_swap_create: false "
+     "to create no swap file."),
+    ("swap-size-zero", "node_prep", "node_prep_swap_size_gib", "0",
+     "node_prep_swap_size_gib is 0; it must be an int >= 1"),
+    ("swappiness-250", "node_prep", "node_prep_swappiness", "250",
+     "node_prep_swappiness is 250; vm.swappiness takes 0..200 (the kernel refuses other values). Set "
+     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, operations spec C.1)."),
+    ("swappiness-negative", "node_prep", "node_prep_swappiness", "-1",
+     "node_prep_swappiness is -1; vm.swappiness takes 0..200"),
+    ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000",
+     "rdma_fabric_mtu is 100000; it must be 0 (only check that every rank has the same MTU) or an Ethernet MTU in "
+     "1280..9216 bytes (the fabric runs jumbo frames, 9000, operations spec C.6). Set rdma_fabric_mtu: 9000 (the "
+     "default)."),
+    ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", "576", "rdma_fabric_mtu is 576; it must be 0"),
+    # the discovery runs under --tags vllm_ranks too: its MTU check comes first
+    ("fabric-mtu-under-vllm-ranks", "vllm_ranks", "rdma_fabric_mtu", "100000",
+     "rdma_fabric_mtu is 100000; it must be 0"),
 ]
 
 
@@ -68,8 +85,15 @@ def test_bad_role_variable_is_refused(tmp_path, case, tag, var, value, expected)
     assert "Validation of arguments failed" in out and "name: %s" % tag in out, out
 
 
-@pytest.mark.parametrize("case,tag,var,value,expected,gap", [
-    pytest.param(*g, marks=pytest.mark.xfail(strict=True, reason=g[5]), id=g[0]) for g in GAPS])
-def test_role_variable_gap(tmp_path, case, tag, var, value, expected, gap):
+@pytest.mark.parametrize("case,tag,var,value,expected", SITE_CASES, ids=[c[0] for c in SITE_CASES])
+def test_serve_role_variable_is_refused_under_site(tmp_path, case, tag, var, value, expected):
     rc, out = _run(tmp_path, tag, var, value)
     assert_refused_untouched(rc, out, expected)
+    assert "Validation of arguments failed" in out and "name: %s" % tag in out, out
+
+
+@pytest.mark.parametrize("case,tag,var,value,expected", RANGE_CASES, ids=[c[0] for c in RANGE_CASES])
+def test_out_of_range_variable_is_refused(tmp_path, case, tag, var, value, expected):
+    rc, out = _run(tmp_path, tag, var, value)
+    assert_refused_untouched(rc, out, expected)
+    assert "host node-a: " + expected in out, out
