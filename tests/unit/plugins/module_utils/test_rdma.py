@@ -255,6 +255,18 @@ def test_s04_unconfigured_spark_has_no_fabric():
                                  'not count), then rerun')
 
 
+def test_fabric_port_down_with_its_address_is_named_with_the_fix():
+    # `ip link set enp1s0f1np1 down` on a cabled, addressed node (fault suite): the address stays, the port is DOWN.
+    ibdev = 'rocep1s0f1 port 1 ==> enp1s0f1np1 (Down)\n'
+    down = brief_host(ibdev, 'enp1s0f1np1 DOWN 198.18.21.11/24\nenP7s7 UP 198.18.20.11/24\n')
+    up = brief_host('rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\n', 'enp1s0f1np1 UP 198.18.21.10/24\n'
+                    'enP7s7 UP 198.18.20.10/24\n')
+    plan = R.plan_fabric({'node-a': up, 'node-b': down}, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
+    assert plan['errors'][0] == ('node-b: no Up RoCE netdev with an IPv4 (Up HCAs: none); rocep1s0f1 ==> enp1s0f1np1 '
+                                 'holds 198.18.21.11 but is DOWN: bring it up (ip link set enp1s0f1np1 up) and check '
+                                 'its cable; cable a fabric port and give its netdev an address (169.254 autoconf '
+                                 'does not count), then rerun')
+
 def test_f06_socket_iface_follows_the_address_and_pin_without_address_fails():
     exp = {'socket_ifname_node_a': 'enp1s0f0np0', 'reject_rendered_value': 'enp1s0f1np1'}
     ibdev = fx('ibdev2netdev', 'spark-node-cabled-f0-up.txt')
