@@ -13,6 +13,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     ImageError,
     check_fix_against_image,
     check_fix_applies,
+    check_fix_in_container,
     check_fix_mounts,
     check_fix_source,
     compare_fingerprints,
@@ -54,6 +55,10 @@ def kernel_fix_mount_errors(mounts, expected, host="?"):
     return check_fix_mounts(mounts, expected, host)
 
 
+def kernel_fix_container_drift(sha256sum_text, fix_files, host="?"):
+    return check_fix_in_container(sha256sum_text, fix_files, host)
+
+
 def image_peer_address(peer_ipv4s, local_cidrs, avoid=None):
     return pick_peer_address(peer_ipv4s, local_cidrs, avoid)
 
@@ -66,5 +71,6 @@ class FilterModule(object):
             "kernel_fix_source_errors": kernel_fix_source_errors,
             "kernel_fix_image_errors": kernel_fix_image_errors,
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
+            "kernel_fix_container_drift": kernel_fix_container_drift,
             "image_peer_address": image_peer_address,
         }

@@ -433,6 +433,29 @@ def check_fix_mounts(mounts, expected, host):
     return errors
 
 
+def check_fix_in_container(sha256sum_text, fix_files, host):
+    """The fix files as a running rank sees them (`docker exec <rank> sha256sum <paths>` output)
+    against the lane's pins. A bind mount keeps the inode it was started with: a node copy that was
+    changed in place reaches the rank, and kernel_fix's replacement (a new file) does not until the
+    rank restarts (F25). Returns one message per fix file that differs or cannot be read."""
+    seen = {}
+    for line in (sha256sum_text or "").splitlines():
+        m = re.match(r"^\\?([0-9a-fA-F]{64})\s+\*?(.+)$", line.strip())
+        if m:
+            seen[m.group(2)] = m.group(1).lower()
+    errors = []
+    for item in fix_files or []:
+        path = item.get("container_path")
+        want = str(item.get("sha256", "")).lower()
+        got = seen.get(path)
+        if got == want:
+            continue
+        errors.append("%s: fix file %s inside the running rank (%s) has sha256 %s, the lane pins %s; the "
+                      "rank must restart to mount the node's current copy"
+                      % (host, item.get("name", "?"), path, got or "unreadable", want))
+    return errors
+
+
 # ---------------------------------------------------------------- node-to-node addressing
 
 def pick_peer_address(peer_ipv4s, local_cidrs, avoid=None):

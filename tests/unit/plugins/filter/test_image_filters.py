@@ -23,7 +23,16 @@ def _host(**over):
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
         "image_fingerprint_compare", "image_hosts_needing", "image_peer_address",
-        "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
+        "kernel_fix_container_drift", "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
+
+
+def test_container_drift_filter_on_the_sim_lane_fix():
+    fixes = [{"name": "sparse_attn_indexer_kpool.py", "container_path": KPOOL, "sha256": FIX_SHA}]
+    assert f.kernel_fix_container_drift("%s  %s\n" % (FIX_SHA, KPOOL), fixes, "spark-sim-1") == []
+    other = hashlib.sha256(b"altered").hexdigest()
+    assert f.kernel_fix_container_drift("%s  %s\n" % (other, KPOOL), fixes, "spark-sim-1") == [
+        "spark-sim-1: fix file sparse_attn_indexer_kpool.py inside the running rank (%s) has sha256 %s, the lane "
+        "pins %s; the rank must restart to mount the node's current copy" % (KPOOL, other, FIX_SHA)]
 
 
 def test_compare_and_targets_on_the_captured_probe():

@@ -255,6 +255,23 @@ def test_fix_mounts_checked_from_docker_inspect():
         "node-a: /c/k.py is mounted from /other, expected /var/lib/fix/k.py"]
 
 
+
+def test_fix_in_container_names_host_file_and_both_hashes():
+    # `docker exec <rank> sha256sum <paths>` on a rank started before the node's copy was altered in place
+    # (and replaced by kernel_fix): the bind mount still shows the altered inode; a missing path prints nothing.
+    fixes = [{"name": "k.py", "container_path": "/c/k.py", "sha256": SHA_A.upper()},
+             {"name": "n.h", "container_path": "/c/n.h", "sha256": SHA_B},
+             {"name": "x.py", "container_path": "/c/x.py", "sha256": SHA_A}]
+    out = "%s  /c/k.py\n%s  /c/n.h\n" % (SHA_A, SHA_A)
+    assert im.check_fix_in_container(out, fixes, "node-b") == [
+        "node-b: fix file n.h inside the running rank (/c/n.h) has sha256 %s, the lane pins %s; the rank must "
+        "restart to mount the node's current copy" % (SHA_A, SHA_B),
+        "node-b: fix file x.py inside the running rank (/c/x.py) has sha256 unreadable, the lane pins %s; the rank "
+        "must restart to mount the node's current copy" % SHA_A]
+    assert im.check_fix_in_container(out, fixes[:1], "node-b") == []
+    assert im.check_fix_in_container("", [], "node-b") == []
+
+
 # ------------------------------------------------------------------ peer addressing
 
 def test_peer_address_prefers_fabric_over_management():
