@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Write the simulated fleet's tiny checkpoint: a random Llama-style causal LM in HF format.
+"""Write the simulated fleet's tiny checkpoint: a random Qwen3 causal LM in HF format.
 
 Run inside the vllm-cpu engine image (it has torch, transformers, tokenizers); sim_fleet does:
   docker run --rm -v tools/make_tiny_model.py:/work/make_tiny_model.py:ro -v .sim/models:/out \
@@ -73,7 +73,7 @@ def main(argv):
         raise SystemExit("hidden size must divide by heads and heads by kv heads")
 
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -99,7 +99,9 @@ def main(argv):
         json.dump(tok_cfg, f, indent=2, sort_keys=True)
         f.write("\n")
 
-    config = LlamaConfig(
+    # Qwen3 carries its own head_dim: padded to 6 heads at TP3 the config stays valid, where a Llama
+    # config is refused (hidden 128 is not a multiple of 6 heads). It is also the DFlash2 drafter's type.
+    config = Qwen3Config(
         vocab_size=args.vocab_size,
         hidden_size=args.hidden_size,
         intermediate_size=args.intermediate_size,
@@ -112,9 +114,10 @@ def main(argv):
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
         tie_word_embeddings=False,
+        use_sliding_window=False,
         torch_dtype="bfloat16",
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model = Qwen3ForCausalLM(config).to(torch.bfloat16)
     # Small shards so the index file exists, as in real multi-file checkpoints.
     model.save_pretrained(args.out, max_shard_size="1MB", safe_serialization=True)
     gen = os.path.join(args.out, "generation_config.json")
