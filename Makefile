@@ -51,10 +51,10 @@ molecule: venv host-deps sim-images
 e2e: venv host-deps
 	$(ACT) pytest -p no:cacheprovider tests/e2e/test_demo_tp2.py
 
-# TP3 padding proof (padded 6q/3kv at TP3 vs unpadded at TP1, greedy ids equal): three vLLM ranks,
-# not yet green within CI's budget on a 2-core machine, so it runs on request.
+# TP3: the ring fleet end to end (sim_tp3: rendezvous on management, padded checkpoint, start and
+# teardown order), then the padding proof (padded 6q/3kv at TP3 vs unpadded at TP1, greedy ids equal).
 e2e-tp3: venv host-deps
-	$(ACT) pytest -p no:cacheprovider tests/e2e/test_tp3_padding_equivalence.py
+	$(ACT) pytest -p no:cacheprovider tests/e2e/test_sim_tp3.py tests/e2e/test_tp3_padding_equivalence.py
 
 test: venv host-deps lint sanity units molecule e2e
 

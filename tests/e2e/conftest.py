@@ -1,4 +1,5 @@
 """Helpers for end-to-end runs on the simulated fleet, driven through ansible-runner."""
+import datetime
 import json
 import os
 import subprocess
@@ -6,12 +7,14 @@ import urllib.request
 
 import ansible_runner
 import pytest
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=False):
     """Run a playbook from the checkout; return the ansible-runner Runner (status, rc, stats, events)."""
+    os.makedirs(str(tmp_dir), exist_ok=True)
     cmdline = []
     if tags:
         cmdline += ["--tags", tags]
@@ -43,6 +46,48 @@ def node_docker(node, *args):
     proc = subprocess.run(["docker", "exec", node, "docker"] + list(args), capture_output=True, text=True, timeout=120,
                           check=False)
     return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def inventory_groups(inventory):
+    """(head hosts, worker hosts) of a sim inventory, as dicts of host -> vars."""
+    with open(os.path.join(ROOT, inventory)) as f:
+        inv = yaml.safe_load(f)
+    cluster = inv["spark_cluster"] if "spark_cluster" in inv else inv["all"]["children"]["spark_cluster"]
+    groups = cluster["children"]
+    return groups["vllm_head"]["hosts"], groups["vllm_workers"]["hosts"]
+
+
+def docker_time(stamp):
+    """Docker's RFC 3339 time with nanoseconds as a datetime (microseconds kept)."""
+    stamp = stamp.rstrip("Z")
+    if "." in stamp:
+        head, frac = stamp.split(".")
+        stamp = f"{head}.{frac[:6]}"
+    return datetime.datetime.fromisoformat(stamp)
+
+
+def started_at(node, container):
+    """(StartedAt, running) of a container on a simulated node, from that node's dockerd."""
+    rc, out, err = node_docker(node, "inspect", "-f", "{{.State.StartedAt}}|{{.State.Running}}", container)
+    assert rc == 0, f"{node}: {err}"
+    stamp, running = out.split("|")
+    return docker_time(stamp), running == "true"
+
+
+def node_ipv4(node, ifname="enp1s0f1np1"):
+    """The first IPv4 address of an interface inside a simulated node (from `ip -j`)."""
+    proc = subprocess.run(["docker", "exec", node, "ip", "-j", "-4", "addr", "show", ifname],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(proc.stdout)[0]["addr_info"][0]["local"]
+
+
+def rank_config(node, container):
+    """(env dict, command list) of a rank container, read from the node's own dockerd."""
+    rc, out, err = node_docker(node, "inspect", "-f", "{{json .Config}}", container)
+    assert rc == 0, f"{node}: {err}"
+    config = json.loads(out)
+    env = dict(item.split("=", 1) for item in config["Env"])
+    return env, config["Cmd"] or []
 
 
 def http_json(url, payload=None, timeout=120):
