@@ -3,6 +3,7 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import urllib.request
 
 import ansible_runner
@@ -10,6 +11,9 @@ import pytest
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# The collection's own Python (module_utils) through its self-link, as `make` sets PYTHONPATH.
+if os.path.join(ROOT, "collections") not in sys.path:
+    sys.path.insert(0, os.path.join(ROOT, "collections"))
 
 
 def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=False):
