@@ -41,7 +41,8 @@ except Exception:
 '
 echo "(the checkpoint is a random tiny model: the reply is well-formed noise, which is expected)"
 
-echo "rank logs: live:  ssh spark@${head_ip} docker logs vllm_rank   (same on every node; head=${head}, workers=${workers})"
+echo "rank logs: live:  source .venv/bin/activate && ansible -i ${inv} ${head} -a 'docker logs --tail 50 vllm_rank'"
+echo "                  (any node: head=${head}, workers=${workers}; Ansible holds the SSH key and user)"
 echo "           kept:  /var/log/dgxspark-vllm/ on each node (docker logs saved before a rank is removed)"
 echo "           here:  ~/.cache/dgxspark-vllm/rank-logs/<host>/ (fetched by vllm_ranks)"
 echo "reports:   $(pwd)/reports/ (vllm_bench JSON + Markdown)"
