@@ -4,27 +4,20 @@ Real evidence only: container start times are read from each node's own dockerd,
 chat completion are asked of the head over the management network, and the second run's
 changed count comes from ansible-runner's stats.
 """
-import datetime
-import json
 import subprocess
 
 import pytest
 import yaml
 
-from conftest import ROOT, http_json, node_docker, run_playbook, runner_output, total
+from conftest import (ROOT, http_json, inventory_groups, node_docker, node_ipv4, rank_config, run_playbook,
+                      runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"
 pytestmark = pytest.mark.e2e
 
 
 def _hosts():
-    with open(f"{ROOT}/{INVENTORY}") as f:
-        inv = yaml.safe_load(f)
-    cluster = inv["spark_cluster"] if "spark_cluster" in inv else inv["all"]["children"]["spark_cluster"]
-    groups = cluster["children"]
-    head = groups["vllm_head"]["hosts"]
-    workers = groups["vllm_workers"]["hosts"]
-    return head, workers
+    return inventory_groups(INVENTORY)
 
 
 def _lane():
@@ -41,26 +34,14 @@ def deployed(tmp_path_factory):
     return first
 
 
-def _started_at(node, container):
-    rc, out, err = node_docker(node, "inspect", "-f", "{{.State.StartedAt}}|{{.State.Running}}", container)
-    assert rc == 0, f"{node}: {err}"
-    stamp, running = out.split("|")
-    # Docker prints RFC 3339 with nanoseconds; keep microseconds for fromisoformat.
-    stamp = stamp.rstrip("Z")
-    if "." in stamp:
-        head, frac = stamp.split(".")
-        stamp = f"{head}.{frac[:6]}"
-    return datetime.datetime.fromisoformat(stamp), running == "true"
-
-
 def test_workers_started_before_head(deployed):
     head, workers = _hosts()
     name = _lane()["container"]["name"]
     (head_name,) = head
-    head_start, head_running = _started_at(head_name, name)
+    head_start, head_running = started_at(head_name, name)
     assert head_running
     for worker in workers:
-        start, running = _started_at(worker, name)
+        start, running = started_at(worker, name)
         assert running, f"{worker}: rank container not running"
         assert start < head_start, f"{worker} started at {start}, after the head at {head_start}"
 
@@ -89,29 +70,15 @@ def test_second_run_changes_nothing(deployed, tmp_path):
     assert total(second.stats, "failures") == 0
 
 
-def _node_fabric_ip(node, ifname="enp1s0f1np1"):
-    proc = subprocess.run(["docker", "exec", node, "ip", "-j", "-4", "addr", "show", ifname],
-                          capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(proc.stdout)[0]["addr_info"][0]["local"]
-
-
-def _rank_config(node, container):
-    rc, out, err = node_docker(node, "inspect", "-f", "{{json .Config}}", container)
-    assert rc == 0, f"{node}: {err}"
-    config = json.loads(out)
-    env = dict(item.split("=", 1) for item in config["Env"])
-    return env, config["Cmd"] or []
-
-
 def test_each_rank_runs_with_its_own_fabric_values(deployed):
     """Issue 5: the env of every running rank equals the facts of its own host, never the head's."""
     head, workers = _hosts()
     name = _lane()["container"]["name"]
     (head_name,) = head
-    master = _node_fabric_ip(head_name)
+    master = node_ipv4(head_name)
     for node in list(head) + list(workers):
-        env, cmd = _rank_config(node, name)
-        own_ip = _node_fabric_ip(node)
+        env, cmd = rank_config(node, name)
+        own_ip = node_ipv4(node)
         assert env["VLLM_HOST_IP"] == own_ip, (node, env["VLLM_HOST_IP"], own_ip)
         assert env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1", (node, env)
         assert cmd[cmd.index("--master-addr") + 1] == master, (node, cmd)
@@ -123,3 +90,37 @@ def test_each_rank_runs_with_its_own_fabric_values(deployed):
                                  timeout=60, check=True).stdout.strip()
             mapped = "".join("%02x" % int(octet) for octet in own_ip.split("."))
             assert gid.replace(":", "").endswith("ffff" + mapped), (node, gid, own_ip)
+
+
+def _changed_roles(runner):
+    """Roles (or plays, for tasks outside a role) of the tasks that reported changed."""
+    roles = set()
+    for event in runner.events:
+        if event.get("event") == "runner_on_ok" and event["event_data"].get("res", {}).get("changed"):
+            data = event["event_data"]
+            roles.add(data.get("role") or data.get("play"))
+    return roles
+
+
+def test_changed_argument_recreates_every_rank_and_nothing_else(deployed, tmp_path):
+    """Issue 9: one serve argument changed -> the whole group restarts (spec hash), no other role changes."""
+    head, workers = _hosts()
+    name = _lane()["container"]["name"]
+    nodes = list(head) + list(workers)
+    before = {node: started_at(node, name)[0] for node in nodes}
+    override = {"vllm_lane_overrides": {"serve": {"max_model_len": 1024}}}
+    changed = run_playbook("site.yml", INVENTORY, tmp_path / "changed", extravars=override)
+    assert changed.rc == 0, runner_output(changed)
+    after = {node: started_at(node, name) for node in nodes}
+    for node in nodes:
+        env, cmd = rank_config(node, name)
+        assert cmd[cmd.index("--max-model-len") + 1] == "1024", (node, cmd)
+        assert after[node][1] and after[node][0] > before[node], (node, before[node], after[node])
+    assert _changed_roles(changed) <= {"vllm_ranks", "node_prep"}, _changed_roles(changed)
+    assert "vllm_ranks" in _changed_roles(changed)
+    # Back to the lane as shipped; the group restarts once more and the next run is quiet again.
+    back = run_playbook("site.yml", INVENTORY, tmp_path / "back")
+    assert back.rc == 0, runner_output(back)
+    for node in nodes:
+        env, cmd = rank_config(node, name)
+        assert cmd[cmd.index("--max-model-len") + 1] == str(_lane()["serve"]["max_model_len"]), (node, cmd)
