@@ -1,0 +1,252 @@
+"""Faults that need the rank group (re)started (issue 11): each costs one vLLM boot at most.
+
+Order matters: the head killed after ready (site.yml tears the orphaned worker down and restarts), a
+fix file altered in place under the running rank (site.yml restarts the group), a worker killed during
+boot (the readiness wait fails on the rank exit), a port taken on the head while the
+ranks are down (refused before any rank starts) and site.yml interrupted with SIGINT while the ranks
+start (the re-run repairs to a serving group).
+"""
+import time
+
+import pytest
+
+from conftest import (
+    INVENTORY,
+    SKIP_BENCH,
+    assert_serving,
+    failed_hosts,
+    failure_message,
+    finish,
+    interrupt,
+    node_docker,
+    node_sh,
+    playbook_pids,
+    rank_state,
+    record,
+    start_playbook,
+    state_summary,
+)
+
+pytestmark = pytest.mark.e2e
+
+REPORT_TASK = "Vllm_ranks | Report the state of the group"
+
+
+def _wait_for(what, check, timeout, every=1.0, thread=None):
+    """Poll check() until it returns something true; give up at the timeout or when the playbook ended."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = check()
+        if value:
+            return value
+        if thread is not None and not thread.is_alive():
+            raise AssertionError("the playbook ended before %s" % what)
+        time.sleep(every)
+    raise AssertionError("timed out after %s s waiting for %s" % (timeout, what))
+
+
+def _started_since(fleet, node, since):
+    """The node's rank when it runs a container started after `since`, else None."""
+    r = rank_state(node, fleet.container)
+    return r if r["running"] and r["started"] > since else None
+
+
+def _restarted_in_order(fleet, since):
+    """Every rank runs a container started after `since`, the workers before the head."""
+    ranks = fleet.ranks()
+    for node, r in ranks.items():
+        assert r["running"] and r["started"] > since, (node, r, since)
+    for w in fleet.workers:
+        assert ranks[w]["started"] < ranks[fleet.head]["started"], ranks
+    return ranks
+
+
+def _group_report(run):
+    found = run.ok(REPORT_TASK)
+    assert found, run.output[-3000:]
+    return found[0], found[0]["event_data"]["res"]["msg"]
+
+
+def _bound_inode(fleet, node, fix):
+    """Inode of the fix file the running rank mounts (a bind mount shows the node file's inode)."""
+    rc, out, err = node_docker(node, "exec", fleet.container, "stat", "-c", "%i", fix["container_path"])
+    assert rc == 0, err
+    return out
+
+
+def test_head_killed_after_ready(serving, tmp_path):
+    """The head dies while serving: site.yml tears the orphaned headless worker down and restarts the group."""
+    fleet = serving
+    before = assert_serving(fleet)
+    t_kill = time.time()
+    rc, _out, err = node_docker(fleet.head, "kill", fleet.container)
+    assert rc == 0, err
+    worker_at_start = rank_state(fleet.worker, fleet.container)
+    run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
+    assert run.rc == 0, run.output[-4000:]
+    ev, msg = _group_report(run)
+    assert "ranks not running: %s" % fleet.head in msg, msg
+    removed = run.ok("Vllm_ranks | Teardown | Remove every rank")
+    assert removed
+    items = dict((r["item"], r) for r in removed[0]["event_data"]["res"]["results"])
+    assert items[fleet.worker]["actions"] == ["save_logs", "remove"], items[fleet.worker]
+    assert items[fleet.head]["died"] is True, items[fleet.head]
+    ranks = _restarted_in_order(fleet, t_kill)
+    assert ranks[fleet.worker]["id"] != before[fleet.worker]["id"]
+    assert_serving(fleet)
+    record("head_killed_after_ready", fault="docker kill %s on %s while serving" % (fleet.container, fleet.head),
+           detected_in_s=run.since_start(ev), detected_by=REPORT_TASK, message=msg[:400], rc=run.rc,
+           run_s=run.seconds, worker_when_run_started=worker_at_start.get("status"),
+           worker_log_saved=items[fleet.worker].get("log_path"), state_after=state_summary(ranks),
+           nothing_lost="orphaned worker's log saved, group restarted workers first; serving",
+           repair="site.yml (same run)")
+
+
+def test_fix_file_altered_under_running_rank(serving, tmp_path):
+    """The worker's fix file is changed in place: its running rank sees the altered bytes through the bind.
+
+    kernel_fix replaces the node's copy (a new file, the old inode stays mounted); vllm_ranks hashes the
+    fix inside the running ranks, finds the drift and restarts the whole group, workers first.
+    """
+    fleet = serving
+    w = fleet.worker
+    fix = fleet.fix_files[0]
+    path = "%s/%s" % (fleet.fix_dir, fix["name"])
+    assert_serving(fleet)
+    if _bound_inode(fleet, w, fix) != node_sh(w, "stat -c %%i %s" % path)[1]:
+        # the rank mounts a node copy that was replaced since it started (e.g. by the missing-file scenario):
+        # an in-place change would not reach it. Restart the group once so it mounts the current file.
+        restart = start_playbook("playbooks/restart.yml", tmp_path / "restart")
+        assert restart.rc == 0, restart.output[-3000:]
+    node_sh(w, "printf '\\n# altered on the node\\n' >> %s" % path)
+    rc, out, _err = node_docker(w, "exec", fleet.container, "sha256sum", fix["container_path"])
+    assert rc == 0 and out.split()[0] != fix["sha256"], "the running rank does not see the in-place change"
+    run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
+    assert run.rc == 0, run.output[-4000:]
+    replaced = run.changed("Kernel_fix | Copy each fix file", host=w)
+    assert replaced, run.output[-3000:]
+    ev, msg = _group_report(run)
+    assert msg.startswith("group restart:") and "fix files differ in: %s" % w in msg, msg
+    assert "%s: fix file %s inside the running rank" % (w, fix["name"]) in msg and fix["sha256"] in msg, msg
+    ranks = _restarted_in_order(fleet, run.t0)
+    rc, out, _err = node_docker(w, "exec", fleet.container, "sha256sum", fix["container_path"])
+    assert out.split()[0] == fix["sha256"]
+    assert_serving(fleet)
+    record("fix_file_altered_under_running_rank", fault="append a line to %s on %s (in place)" % (path, w),
+           detected_in_s=run.since_start(ev), detected_by=REPORT_TASK,
+           node_copy_replaced_in_s=run.since_start(replaced[0]), message=msg[:600], rc=run.rc, run_s=run.seconds,
+           state_after=state_summary(ranks), nothing_lost="whole group restarted workers first; serving",
+           repair="kernel_fix + vllm_ranks group restart (same run)")
+
+
+def test_worker_killed_during_boot(fleet, tmp_path):
+    """restart.yml runs; the worker's rank is killed once the head started: the readiness wait fails on the
+    rank exit (its reason class and last log lines), not on the ready timeout."""
+    w = fleet.worker
+    thread, runner, t0 = start_playbook("playbooks/restart.yml", tmp_path, wait=False)
+    try:
+        head = _wait_for("the head's rank to start", lambda: _started_since(fleet, fleet.head, t0),
+                         timeout=1800, thread=thread)
+        worker = rank_state(w, fleet.container)
+        assert worker["running"] and worker["started"] < head["started"], (worker, head)
+        t_kill = time.time()
+        rc, _out, err = node_docker(w, "kill", fleet.container)
+        assert rc == 0, err
+    finally:
+        run = finish(thread, runner, t0)
+    assert run.rc != 0, run.output[-4000:]
+    fails = [ev for ev in run.failures() if ev["event_data"]["host"] == w]
+    assert fails, run.output[-4000:]
+    first = fails[0]
+    msg = failure_message(first)
+    assert first["event_data"]["task"] in ("Vllm_health | readiness cycle",
+                                           "Vllm_health | every rank still runs; read its full log"), first["event_data"]
+    assert "rank 1: container %s is exited (exit code 137" % fleet.container in msg, msg
+    assert "Reason class: other (sigkill_137)" in msg, msg
+    assert "Last " in msg and " log lines:" in msg, msg
+    # the rank-exit detection, never the ready timeout
+    assert "did not answer 200 within" not in run.output
+    assert not run.task_events(("runner_on_failed",), task="Vllm_health | give up after the lane's ready timeout")
+    assert run.failures()[0]["event_data"]["host"] == w, [e["event_data"]["host"] for e in run.failures()]
+    after = fleet.ranks()
+    assert not after[w]["running"]
+    record("worker_killed_during_boot", fault="docker kill %s on %s after the head started (restart.yml)"
+           % (fleet.container, w),
+           detected_in_s=round(first["t"] - t_kill, 1), detected_in_from="the kill",
+           detected_by=first["event_data"]["task"], failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc,
+           run_s=run.seconds, state_after=state_summary(after),
+           nothing_lost="the failed boot stops the play; the next site.yml tears every rank down (below)",
+           repair="site.yml (test_sigint_during_rank_start's re-run)")
+
+
+def test_port_taken_on_head_while_ranks_down(fleet, tmp_path):
+    """Ranks down and another process listening on the head's API and master ports: vllm_ranks refuses
+    before any rank starts and names host, port, process and fix."""
+    head = fleet.head
+    for node in fleet.nodes:
+        node_docker(node, "rm", "-f", fleet.container)
+    listener = ("import socket, time\n"
+                "socks = []\n"
+                "for port in (%d, %d):\n"
+                "    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "    s.bind(('0.0.0.0', port)); s.listen(8); socks.append(s)\n"
+                "time.sleep(3600)\n" % (fleet.api_port, fleet.master_port))
+    node_sh(head, "cat > /run/flt-listener.py <<'EOF'\n%sEOF" % listener)
+    node_sh(head, "setsid python3 /run/flt-listener.py >/dev/null 2>&1 & echo $! > /run/flt-listener.pid")
+    try:
+        _wait_for("the listener", lambda: node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.master_port)[1], 30)
+        run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
+    finally:
+        node_sh(head, "kill $(cat /run/flt-listener.pid); rm -f /run/flt-listener.pid /run/flt-listener.py", check=False)
+    assert run.rc != 0, run.output[-4000:]
+    first = run.first_failure()
+    msg = failure_message(first)
+    assert first["event_data"]["task"] == "Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"
+    assert failed_hosts(run) == [head]
+    for key, port in (("api_port", fleet.api_port), ("master_port", fleet.master_port)):
+        assert "%s: TCP port %d (lane serve.%s) is in use" % (head, port, key) in msg, msg
+    assert "python3" in msg and "Fix: stop that process" in msg and "no rank was started" in msg, msg
+    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start one rank")
+    after = fleet.ranks()
+    assert not any(r["exists"] for r in after.values()), after
+    _wait_for("the ports to be free", lambda: not node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.api_port)[1], 30)
+    record("port_taken_on_head_while_ranks_down",
+           fault="python3 listening on %s:%d and :%d while no rank runs" % (head, fleet.api_port, fleet.master_port),
+           detected_in_s=run.since_start(first), detected_by=first["event_data"]["task"],
+           failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
+           state_after=state_summary(after), nothing_lost="no rank was started on any node",
+           repair="kill the listener; site.yml (test_sigint_during_rank_start's re-run)")
+
+
+def test_sigint_during_rank_start(fleet, tmp_path):
+    """site.yml interrupted (SIGINT to its process group) while the worker's rank starts, then run again:
+    the re-run tears the half-started group down and brings it up, workers first."""
+    if fleet.ranks()[fleet.head]["running"]:
+        node_docker(fleet.head, "rm", "-f", fleet.container)  # make site.yml start the ranks
+    inventory_path = INVENTORY
+    thread, runner, t0 = start_playbook("site.yml", tmp_path / "interrupted", cmdline=SKIP_BENCH, wait=False)
+    try:
+        worker = _wait_for("the worker's rank to start", lambda: _started_since(fleet, fleet.worker, t0),
+                           timeout=1800, every=0.5, thread=thread)
+        pids = playbook_pids(inventory_path)
+        assert pids, "no ansible-playbook process found"
+        t_int = time.time()
+        interrupt(pids[0])
+    finally:
+        interrupted = finish(thread, runner, t0, timeout=600)
+    assert interrupted.rc != 0, interrupted.output[-3000:]
+    half = fleet.ranks()
+    assert not half[fleet.head]["exists"] or not half[fleet.head]["running"], half
+    rerun = start_playbook("site.yml", tmp_path / "rerun", cmdline=SKIP_BENCH)
+    assert rerun.rc == 0, rerun.output[-4000:]
+    ev, msg = _group_report(rerun)
+    assert "ranks not running: %s" % fleet.head in msg, msg
+    ranks = _restarted_in_order(fleet, rerun.t0)
+    assert ranks[fleet.worker]["id"] != worker["id"]
+    assert_serving(fleet)
+    record("sigint_during_rank_start", fault="SIGINT to ansible-playbook once the worker's rank ran (head not started)",
+           interrupted_after_s=round(t_int - t0, 1), interrupted_rc=interrupted.rc,
+           state_after_interrupt=state_summary(half), detected_in_s=rerun.since_start(ev), detected_by=REPORT_TASK,
+           message=msg[:400], rc=rerun.rc, run_s=rerun.seconds, state_after=state_summary(ranks),
+           nothing_lost="half-started worker torn down (log saved), group restarted workers first; serving",
+           repair="site.yml re-run")
