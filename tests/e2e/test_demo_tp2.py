@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import (ROOT, http_json, inventory_groups, node_docker, node_ipv4, rank_config, run_playbook,
+from conftest import (ROOT, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
                       runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"

@@ -91,8 +91,8 @@ def test_three_ranks_answer(deployed):
     lane = _lane()
     head = _ranks()[0][1]
     base = "http://%s:%d" % (node_ipv4(head, "enP7s7"), lane["serve"]["api_port"])
-    status, _ = http_json(base + "/health")
-    assert status == 200
+    status, health = http_json(base + "/health")
+    assert status == 200, health
     status, body = http_json(base + "/v1/chat/completions", {
         "model": lane["checkpoint"]["served_model_name"],
         "messages": [{"role": "user", "content": "Say hello."}],
@@ -111,7 +111,7 @@ def test_second_run_changes_nothing(deployed, tmp_path):
 def test_teardown_removes_head_first_and_keeps_logs(deployed, tmp_path):
     name = _lane()["container"]["name"]
     ranks = _ranks()
-    since = {node: _node(node, "date", "-u", "+%Y-%m-%dT%H:%M:%S").strip() for _, node in ranks}
+    since = {node: _node(node, "date", "-u", "+%Y-%m-%dT%H:%M:%S").strip() for rank, node in ranks}
     logs = tmp_path / "rank-logs"
     down = run_playbook("playbooks/teardown.yml", INVENTORY, tmp_path / "run",
                         extravars={"vllm_teardown_confirm": "yes", "vllm_ranks_controller_log_dir": str(logs)})

@@ -255,7 +255,6 @@ def test_fix_mounts_checked_from_docker_inspect():
         "node-a: /c/k.py is mounted from /other, expected /var/lib/fix/k.py"]
 
 
-
 def test_fix_in_container_names_host_file_and_both_hashes():
     # `docker exec <rank> sha256sum <paths>` on a rank started before the node's copy was altered in place
     # (and replaced by kernel_fix): the bind mount still shows the altered inode; a missing path prints nothing.

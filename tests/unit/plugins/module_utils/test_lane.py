@@ -66,8 +66,8 @@ def test_dflash_k_above_7_is_refused():
 
 
 def test_dflash_without_drafter_is_refused():
-    lane = deep_merge(load("sim_cpu_tp2"), {"serve": {"speculative_config": {"method": "dflash",
-                                                                              "num_speculative_tokens": 7}}})
+    spec = {"method": "dflash", "num_speculative_tokens": 7}
+    lane = deep_merge(load("sim_cpu_tp2"), {"serve": {"speculative_config": spec}})
     assert validate_lane(lane) == [
         "lane sim_cpu_tp2: serve.speculative_config: method dflash needs a drafter (lane key 'drafter')"]
 

@@ -267,6 +267,7 @@ def test_fabric_port_down_with_its_address_is_named_with_the_fix():
                                  'its cable; cable a fabric port and give its netdev an address (169.254 autoconf '
                                  'does not count), then rerun')
 
+
 def test_f06_socket_iface_follows_the_address_and_pin_without_address_fails():
     exp = {'socket_ifname_node_a': 'enp1s0f0np0', 'reject_rendered_value': 'enp1s0f1np1'}
     ibdev = fx('ibdev2netdev', 'spark-node-cabled-f0-up.txt')
