@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     RenderError,
+    api_key_fingerprint,
     group_errors,
     kv_pin_warning,
     padding_guard_errors,
@@ -60,6 +61,14 @@ def vllm_padding_guard_errors(lane, checkpoint_config, drafter_config=None, host
     return padding_guard_errors(_plain(lane), _plain(checkpoint_config or {}), _plain(drafter_config), str(host))
 
 
+def vllm_api_key_fingerprint(key):
+    """Salted PBKDF2 fingerprint of vllm_api_key for the spec hash; the message of an error never holds the key."""
+    try:
+        return api_key_fingerprint(_plain(key))
+    except RenderError as e:
+        raise AnsibleFilterError("vllm_api_key_fingerprint: %s" % e)
+
+
 def vllm_kv_pin_warning(log_text, pin_bytes):
     return kv_pin_warning(pin_bytes, log_text) or ""
 
@@ -72,4 +81,5 @@ class FilterModule(object):
             "vllm_rank_argv": vllm_rank_argv,
             "vllm_padding_guard_errors": vllm_padding_guard_errors,
             "vllm_kv_pin_warning": vllm_kv_pin_warning,
+            "vllm_api_key_fingerprint": vllm_api_key_fingerprint,
         }

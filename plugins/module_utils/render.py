@@ -41,6 +41,21 @@ PER_HOST_ENV = (
 )
 
 DEFAULT_KV_FLAG = "--kv-cache-memory"
+
+# API key (vllm_api_key): the head reads it from a root-owned 0600 file bound read-only here, into
+# VLLM_API_KEY, then execs vLLM (vllm/entrypoints/serve/middleware/register.py reads that variable when
+# --api-key is absent), so neither the argv, the container's Config.Env nor vLLM's "non-default args"
+# log line holds it. Only a salted, slow fingerprint of the key enters the spec hash.
+API_KEY_CONTAINER_FILE = "/run/secrets/dgxspark-vllm-api-key"
+API_KEY_SHELL = "/bin/sh"
+# A lane without container.entrypoint relies on the image's ENTRYPOINT, `vllm serve` in vllm/vllm-openai.
+API_KEY_DEFAULT_ENTRYPOINT = ["vllm", "serve"]
+API_KEY_WRAPPER = (
+    'VLLM_API_KEY="$(cat "$DGXSPARK_API_KEY_FILE")" || exit 64; '
+    '[ -n "$VLLM_API_KEY" ] || { echo "dgxspark.vllm: the API key file $DGXSPARK_API_KEY_FILE is empty" >&2; exit 64; }; '
+    'export VLLM_API_KEY; exec "$@"'
+)
+_API_KEY_SALT = b"dgxspark.vllm.api-key.v1"
 _SUGGESTION_RE = re.compile(r"Replace gpu_memory_utilization config with `?--kv-cache-memory=(\d+)`?")
 
 
@@ -82,6 +97,20 @@ def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
             raise RenderError("kv_cache_bytes: %s must be positive, got %r" % (name, value))
     product = max_model_len * concurrency * bytes_per_token_per_rank
     return int(product)
+
+
+def api_key_fingerprint(key):
+    """A fingerprint of the API key for the spec hash ('' when there is no key); never the key.
+
+    PBKDF2-HMAC-SHA256 with a fixed salt and 200000 rounds: equal keys give equal fingerprints (a changed
+    key restarts the group), and the label on the container is no cheap dictionary oracle for a weak key.
+    """
+    if key is None or key == "":
+        return ""
+    if not isinstance(key, str):
+        raise RenderError("vllm_api_key must be a string, got %s" % type(key).__name__)
+    digest = hashlib.pbkdf2_hmac("sha256", key.encode("utf-8"), _API_KEY_SALT, 200000)
+    return "pbkdf2-sha256:" + digest.hex()[:32]
 
 
 def kv_pin(lane):
@@ -319,6 +348,14 @@ def render_rank(lane, host):
         "command": command,
         "kv_cache_bytes": kv_pin(lane),
     }
+    fingerprint = host.get("api_key_fingerprint") or ""
+    if fingerprint:
+        key_file = host.get("api_key_file") if rank == 0 else None
+        if rank == 0 and not key_file:
+            raise RenderError("the API key is set but api_key_file (the head's secret file) is not; "
+                              "the vllm_ranks role passes vllm_ranks_api_key_file")
+        spec["api_key"] = {"fingerprint": fingerprint, "host_file": key_file, "container_file": API_KEY_CONTAINER_FILE,
+                           "entrypoint": list(c.get("entrypoint") or API_KEY_DEFAULT_ENTRYPOINT)}
     spec["hashed"] = hashed_view(spec, lane)
     spec["spec_hash"] = spec_hash(spec["hashed"])
     spec["per_host"] = dict((k, env[k]) for k in PER_HOST_ENV if k in env)
@@ -355,7 +392,7 @@ def _strip_per_host_args(command, api_on_workers):
 def hashed_view(spec, lane):
     """What the spec hash covers: everything except per-host values."""
     api_on_workers = bool((lane.get("serve") or {}).get("api_args_on_workers", False))
-    return {
+    hashed = {
         "image": spec["image"],
         "name": spec["name"],
         "docker_argv": spec["docker_argv"],
@@ -363,6 +400,10 @@ def hashed_view(spec, lane):
         "env": dict((k, v) for k, v in spec["env"].items() if k not in PER_HOST_ENV),
         "command": _strip_per_host_args(spec["command"], api_on_workers),
     }
+    # Only when a key is set: a keyless group keeps the hash it had before this option existed.
+    if (spec.get("api_key") or {}).get("fingerprint"):
+        hashed["api_key_fingerprint"] = spec["api_key"]["fingerprint"]
+    return hashed
 
 
 def spec_hash(hashed):
@@ -370,15 +411,38 @@ def spec_hash(hashed):
 
 
 def run_argv(spec, docker="docker"):
-    """The complete `docker run` argv: flags, -v, -e, --label, image, command."""
-    argv = [docker] + list(spec["docker_argv"][1:])
+    """The complete `docker run` argv: flags, -v, -e, --label, image, command.
+
+    With an API key file (the head, spec["api_key"]["host_file"]) the file is bound read-only and the
+    entrypoint becomes a shell that reads it into VLLM_API_KEY and execs the lane's entrypoint: the
+    argv carries the file's path, never the key.
+    """
+    flags = list(spec["docker_argv"][1:])
+    command = list(spec["command"])
+    key = spec.get("api_key") or {}
+    if key.get("host_file"):
+        entry = list(key.get("entrypoint") or API_KEY_DEFAULT_ENTRYPOINT)
+        if "--entrypoint" in flags:
+            idx = flags.index("--entrypoint")
+            flags[idx + 1] = API_KEY_SHELL
+            # The lane's entrypoint[1:] already leads the command; entrypoint[0] was the flag's value.
+            command = [entry[0]] + command
+        else:
+            flags += ["--entrypoint", API_KEY_SHELL]
+            command = entry + command
+        command = ["-c", API_KEY_WRAPPER, "vllm-rank"] + command
+    argv = [docker] + flags
     for m in spec["mounts"]:
         argv += ["-v", "%s:%s:%s" % (m["host"], m["container"], m["mode"])]
-    for key in spec["env"]:
-        argv += ["-e", "%s=%s" % (key, spec["env"][key])]
-    for key in sorted(spec.get("labels") or {}):
-        argv += ["--label", "%s=%s" % (key, spec["labels"][key])]
-    return argv + [spec["image"]] + list(spec["command"])
+    if key.get("host_file"):
+        argv += ["-v", "%s:%s:ro" % (key["host_file"], key["container_file"])]
+    for name in spec["env"]:
+        argv += ["-e", "%s=%s" % (name, spec["env"][name])]
+    if key.get("host_file"):
+        argv += ["-e", "DGXSPARK_API_KEY_FILE=%s" % key["container_file"]]
+    for name in sorted(spec.get("labels") or {}):
+        argv += ["--label", "%s=%s" % (name, spec["labels"][name])]
+    return argv + [spec["image"]] + command
 
 
 def _flatten(value, path, out):

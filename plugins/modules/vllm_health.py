@@ -149,6 +149,13 @@ options:
   kv_pin_bytes:
     description: The lane's C(--kv-cache-memory) pin in bytes, compared with vLLM's suggestion (F20).
     type: int
+  api_key:
+    description:
+      - The head's API key (C(vllm_api_key)); sent as the header C(Authorization) = C(Bearer <key>) with every request to the head.
+        Never returned or logged (a no_log parameter).
+      - With I(mode=smoke) the module also proves the key is enforced - one canary request without it must be
+        refused with HTTP 401.
+    type: str
   fail_on_error:
     description:
       - Fail when a smoke check fails or the group is stalled. With C(false) the verdicts are only
@@ -226,7 +233,9 @@ elapsed_s:
   returned: always
   type: float
 smoke:
-  description: I(mode=smoke) verdicts, C(chat) (with every attempt), C(canary), C(tools), C(warnings), C(ok).
+  description: >-
+    I(mode=smoke) verdicts, C(chat) (with every attempt), C(canary), C(tools), C(warnings), C(ok), and with
+    O(api_key) C(auth) (C(ok), C(status_without_key)).
   returned: mode is smoke
   type: dict
 metrics:
@@ -247,10 +256,12 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
 
 
-def http(method, url, timeout, body=None):
+def http(method, url, timeout, body=None, api_key=None):
     """(status, text) of one request; status None when nothing answered. Proxies are bypassed."""
     data = json.dumps(body) if body is not None else None
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
     try:
         resp = open_url(url, method=method, data=data, headers=headers, timeout=timeout, use_proxy=False,
                         validate_certs=False, follow_redirects="none")
@@ -267,8 +278,8 @@ def http(method, url, timeout, body=None):
         return None, str(e)
 
 
-def post_json(url, body, timeout):
-    status, text = http("POST", url, timeout, body)
+def post_json(url, body, timeout, api_key=None):
+    status, text = http("POST", url, timeout, body, api_key)
     try:
         parsed = json.loads(text) if text else None
     except ValueError:
@@ -405,10 +416,10 @@ def run_smoke(module):
     for max_tokens, extra in plan:
         body = chat_request(p, max_tokens, extra)
         t0 = time.time()
-        status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"])
+        status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
         if status != 200:
-            verdict = {"ok": False, "action": "fail", "issue": "http_%s" % status,
-                       "msg": "chat completion returned HTTP %s: %s" % (status, (text or "")[:300])}
+            msg = "chat completion returned HTTP %s: %s%s" % (status, (text or "")[:300], auth_hint(status, p["api_key"]))
+            verdict = {"ok": False, "action": "fail", "issue": "http_%s" % status, "msg": msg}
         else:
             verdict = H.evaluate_chat(parsed, p["reasoning_parser"])
         verdict.update({"max_tokens": max_tokens, "chat_template_kwargs": body.get("chat_template_kwargs"),
@@ -429,9 +440,9 @@ def run_smoke(module):
     if p["canary"]:
         status, parsed, text = post_json(base + "/v1/completions",
                                          {"model": p["model"], "prompt": "1", "max_tokens": 1, "temperature": 0},
-                                         p["http_timeout_s"])
+                                         p["http_timeout_s"], p["api_key"])
         canary = H.evaluate_canary(parsed) if status == 200 else {
-            "ok": False, "msg": "canary returned HTTP %s: %s" % (status, (text or "")[:300])}
+            "ok": False, "msg": "canary returned HTTP %s: %s%s" % (status, (text or "")[:300], auth_hint(status, p["api_key"]))}
         canary["http_status"] = status
         result["canary"] = canary
         if not canary["ok"]:
@@ -449,7 +460,7 @@ def run_smoke(module):
             spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
             body = chat_request(p, max(p["max_tokens"], 256), None,
                                 messages=[{"role": "user", "content": question}], tools=spec)
-            status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"])
+            status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
             if status == 200:
                 v = H.evaluate_tool_call(parsed, name, args, p["tool_call_parser"])
             else:
@@ -460,6 +471,11 @@ def run_smoke(module):
             if not v["ok"]:
                 failures.append("tool %s: %s" % (name, v["msg"]))
     result["tools"] = tools
+    if p["api_key"]:
+        auth = check_auth_enforced(base, p["model"], p["http_timeout_s"])
+        result["auth"] = auth
+        if not auth["ok"]:
+            failures.append("api key: " + auth["msg"])
     result["ok"] = not failures
     result["failures"] = failures
     out = {"changed": False, "smoke": result, "elapsed_s": round(time.time() - start, 1)}
@@ -468,10 +484,32 @@ def run_smoke(module):
     module.exit_json(**out)
 
 
+def auth_hint(status, api_key):
+    if status != 401:
+        return ""
+    if api_key:
+        return (". Fix: the head runs with another API key than vllm_api_key; re-run the vllm_ranks role "
+                "(a changed key restarts the group)")
+    return (". Fix: the head requires an API key: set vllm_api_key (ansible-vault), or re-run the vllm_ranks "
+            "role to restart the group without one")
+
+
+def check_auth_enforced(base, model, timeout):
+    """One canary without the Authorization header: a head that enforces the key answers 401."""
+    status, _parsed, text = post_json(base + "/v1/completions",
+                                      {"model": model, "prompt": "1", "max_tokens": 1, "temperature": 0}, timeout)
+    if status == 401:
+        return {"ok": True, "status_without_key": status, "msg": "a request without the key was refused (401)"}
+    return {"ok": False, "status_without_key": status,
+            "msg": "POST %s/v1/completions without the API key returned HTTP %s (expected 401): the head does not "
+                   "enforce vllm_api_key (%s). Fix: re-run the vllm_ranks role so the head restarts with the key file; "
+                   "check VLLM_API_KEY reaches vLLM (docs/troubleshooting.md)" % (base, status, (text or "")[:200])}
+
+
 # ---- metrics --------------------------------------------------------------------------------
 
 def scrape(module, url):
-    status, text = http("GET", url, module.params["request_timeout_s"])
+    status, text = http("GET", url, module.params["request_timeout_s"], api_key=module.params["api_key"])
     if status != 200:
         module.fail_json(msg="GET %s returned %s: %s. Fix: the head's API must be up (run mode wait first)"
                              % (url, status, (text or "")[:200]))
@@ -527,6 +565,7 @@ def main():
             ranks=dict(type="list", elements="dict"),
             kv_spread_warn_gib=dict(type="float", default=2.0),
             kv_pin_bytes=dict(type="int"),
+            api_key=dict(type="str", no_log=True),
             fail_on_error=dict(type="bool", default=True),
         ),
         required_if=[("mode", "smoke", ["base_url", "model"]), ("mode", "metrics", ["base_url"])],

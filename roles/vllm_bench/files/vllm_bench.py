@@ -60,10 +60,21 @@ FILLER = ("The quarterly logistics review covered warehouse throughput, delivery
 
 # ---- HTTP -----------------------------------------------------------------------------------
 
+# Headers of every request; main() adds `Authorization: Bearer <key>` from --api-key-file (vllm_api_key).
+# The key is read from a file, never from the argv or the config, so reports and process lists never hold it.
+HEADERS = {"Content-Type": "application/json"}
+
+
+def load_api_key(path):
+    """The API key in a file (trailing newline stripped); empty file -> no key."""
+    with open(path) as f:
+        return f.read().strip()
+
+
 def request(method, url, body=None, timeout=300):
     """(status, parsed JSON or text, seconds)."""
     data = json.dumps(body).encode("utf-8") if body is not None else None
-    req = Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = Request(url, data=data, method=method, headers=dict(HEADERS))
     t0 = time.time()
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
@@ -98,7 +109,7 @@ def stream_chat(cfg, prompt, max_tokens, timeout=600):
     """One streamed chat: {ok, ttft_s, total_s, completion_tokens, decode_tok_s, finish_reason, text}."""
     url = cfg["base_url"].rstrip("/") + "/v1/chat/completions"
     data = json.dumps(chat_body(cfg, prompt, max_tokens, stream=True)).encode("utf-8")
-    req = Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
+    req = Request(url, data=data, method="POST", headers=dict(HEADERS))
     t0 = time.time()
     first = None
     usage = None
@@ -524,7 +535,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="dgxspark.vllm benchmark harness (role vllm_bench)")
     ap.add_argument("--config", required=True)
     ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--api-key-file", help="file holding the head's API key (sent as Authorization: Bearer)")
     a = ap.parse_args(argv)
+    if a.api_key_file:
+        key = load_api_key(a.api_key_file)
+        if key:
+            HEADERS["Authorization"] = "Bearer " + key
     with open(a.config) as f:
         cfg = json.load(f)
     if not str(cfg.get("base_url", "")).startswith(("http://", "https://")):
