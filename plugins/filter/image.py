@@ -11,6 +11,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     ImageError,
+    check_build_chain,
+    check_expected_digest,
     check_fix_against_image,
     check_fix_applies,
     check_fix_in_container,
@@ -33,6 +35,21 @@ def image_fingerprint_compare(per_host, reference_host, expected=None):
         return compare_fingerprints(_mapping(per_host, "image_fingerprint_compare"), reference_host, expected)
     except ImageError as exc:
         raise AnsibleFilterError(str(exc))
+
+
+def image_digest_pin_errors(per_host, reference_host, reference, expected_digest=None):
+    try:
+        return check_expected_digest(_mapping(per_host, "image_digest_pin_errors"), reference_host, reference,
+                                     expected_digest)
+    except ImageError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def image_build_chain_errors(stages, texts, reference):
+    if not isinstance(stages, list) or not isinstance(texts, list):
+        raise AnsibleFilterError("image_build_chain_errors: expected the list of stages and the list of their "
+                                 "Dockerfile texts")
+    return check_build_chain(stages, texts, reference)
 
 
 def image_hosts_needing(per_host, reference_host):
@@ -68,6 +85,8 @@ class FilterModule(object):
         return {
             "image_fingerprint_compare": image_fingerprint_compare,
             "image_hosts_needing": image_hosts_needing,
+            "image_digest_pin_errors": image_digest_pin_errors,
+            "image_build_chain_errors": image_build_chain_errors,
             "kernel_fix_source_errors": kernel_fix_source_errors,
             "kernel_fix_image_errors": kernel_fix_image_errors,
             "kernel_fix_mount_errors": kernel_fix_mount_errors,

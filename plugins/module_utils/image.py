@@ -326,6 +326,169 @@ def hosts_needing_image(per_host, reference_host):
     return out
 
 
+def check_expected_digest(per_host, reference_host, reference, expected_digest):
+    """The lane's registry digest pin (image.expected_digest) against each rank's probe.
+
+    The head (rank 0) is the source every other rank is fed from, so it must carry the pinned
+    digest for the reference's repository; a rank without one (fed by stream or by the head's
+    registry) is covered by the fingerprint comparison instead. Any rank that does carry a digest
+    for the repository (pull mode) must carry the pinned one. Returns problems shaped like
+    compare_fingerprints'. Source: operations spec C.7 (published digests of sm121-v8 and
+    sm121-v11-dflash2, "record both the Id/RepoDigest and a content fingerprint").
+    """
+    if not expected_digest:
+        return []
+    if not DIGEST_RE.match(str(expected_digest)):
+        raise ImageError("image.expected_digest %r is not 'sha256:' + 64 lowercase hex; copy the RepoDigests "
+                         "value after the '@' (docker image inspect --format '{{json .RepoDigests}}' %s)"
+                         % (expected_digest, reference))
+    repo = repo_name(reference)
+    problems = []
+    for host in sorted(per_host):
+        probe = per_host[host] or {}
+        if not probe.get("present"):
+            continue  # compare_fingerprints names an absent image
+        got = probe.get("registry_digest") or None
+        if got is None and host != reference_host:
+            continue
+        if got is None:
+            msg = ("%s: %s carries no registry digest for %s (it was built or loaded here, not pulled), but the "
+                   "lane pins image.expected_digest %s; pull it (image.distribution pull, or image.reference "
+                   "%s@%s), or set image.expected_digest: null to serve a local image"
+                   % (host, reference, repo, expected_digest, repo, expected_digest))
+        elif got != expected_digest:
+            msg = ("%s: %s is %s here, but the lane pins image.expected_digest %s; the tag moved or the pin is "
+                   "stale: set image.reference to %s@%s for the pinned bits, or update the pin after "
+                   "validating the new image" % (host, reference, got, expected_digest, repo, expected_digest))
+        else:
+            continue
+        problems.append({"host": host, "item": "registry_digest", "expected": expected_digest, "actual": got,
+                         "reference": "lane", "msg": msg})
+    return problems
+
+
+# ---------------------------------------------------------------- build chain (mode build)
+
+_ARG_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _dockerfile_instructions(text):
+    """(line number, instruction) pairs: comments dropped, backslash continuations joined."""
+    out, buf, start = [], [], None
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not buf and (not line or line.startswith("#")):
+            continue
+        if buf and line.startswith("#"):
+            continue  # a comment inside a continued instruction
+        if start is None:
+            start = no
+        if line.endswith("\\"):
+            buf.append(line[:-1])
+            continue
+        buf.append(line)
+        out.append((start, " ".join(part.strip() for part in buf if part.strip())))
+        buf, start = [], None
+    if buf:
+        out.append((start, " ".join(buf)))
+    return out
+
+
+def parse_dockerfile_froms(text, build_args=None):
+    """FROM instructions of a Dockerfile -> [{line, image, alias, unresolved}].
+
+    ARGs declared before the first FROM are substituted (their default, overridden by
+    build_args), as docker does; `--platform=` flags are skipped. `unresolved` lists ARG names
+    used in the image with no value.
+    """
+    args = {}
+    seen_from = False
+    froms = []
+    for line_no, instr in _dockerfile_instructions(text or ""):
+        word, _sep, rest = instr.partition(" ")
+        word = word.upper()
+        if word == "ARG" and not seen_from:
+            name, eq, default = rest.strip().partition("=")
+            name = name.strip()
+            value = (build_args or {}).get(name, default.strip().strip('"') if eq else None)
+            args[name] = None if value is None else str(value)
+        elif word == "FROM":
+            seen_from = True
+            tokens = [t for t in rest.split() if not t.startswith("--")]
+            if not tokens:
+                froms.append({"line": line_no, "image": "", "alias": None, "unresolved": []})
+                continue
+            unresolved = []
+
+            def sub(m):
+                name = m.group(1) or m.group(3)
+                if args.get(name) is not None:
+                    return args[name]
+                if m.group(2) is not None:
+                    return m.group(2)
+                unresolved.append(name)
+                return m.group(0)
+            image = _ARG_REF.sub(sub, tokens[0])
+            alias = tokens[2] if len(tokens) >= 3 and tokens[1].upper() == "AS" else None
+            froms.append({"line": line_no, "image": image, "alias": alias, "unresolved": unresolved})
+    return froms
+
+
+def check_build_chain(stages, texts, reference):
+    """Refusals for an image.build chain before anything is built (mode build).
+
+    stages: [{name, dockerfile, tag, build_args?}] in build order; texts: the Dockerfile text of
+    each stage, same order. Every stage after the first must build FROM the tag the previous
+    stage produces, and the last stage must produce the lane's image.reference. Source: the
+    v2-v6 FROM chain bug (operations spec C.7, G #23): FROM lines naming ad-hoc tags broke the
+    build loop; this names the stage instead. Returns a list of messages.
+    """
+    errors = []
+    if not stages:
+        return ["image.build.stages: empty; list the Dockerfiles in build order, the last one producing %s"
+                % reference]
+    tags = {}
+    prev = None
+    for idx, stage in enumerate(stages):
+        name, tag = stage.get("name", "?"), stage.get("tag")
+        where = "image.build stage %d '%s' (%s)" % (idx + 1, name, stage.get("dockerfile", "?"))
+        if tag in tags:
+            errors.append("%s: tag %s is also produced by stage '%s'; each stage needs its own tag"
+                          % (where, tag, tags[tag]))
+        tags.setdefault(tag, name)
+        text = texts[idx] if idx < len(texts) else None
+        if text is None:
+            errors.append("%s: the Dockerfile could not be read on the controller" % where)
+            prev = tag
+            continue
+        froms = parse_dockerfile_froms(text, stage.get("build_args"))
+        if not froms:
+            errors.append("%s: no FROM instruction" % where)
+            prev = tag
+            continue
+        aliases, external = set(), []
+        for f in froms:
+            if f["unresolved"]:
+                errors.append("%s: FROM %s at line %d uses ARG %s with no default and no build_args value"
+                              % (where, f["image"], f["line"], ", ".join(f["unresolved"])))
+            if f["image"].lower() not in aliases:
+                external.append(f)
+            if f["alias"]:
+                aliases.add(f["alias"].lower())
+        images = [f["image"] for f in external]
+        if tag in images:
+            errors.append("%s: builds FROM its own tag %s" % (where, tag))
+        if prev is not None and prev not in images:
+            errors.append("%s: FROM names %s (line %d), but the previous stage produces %s; make the FROM line "
+                          "name the previous stage's tag (operations spec C.7, the v2-v6 FROM chain bug)"
+                          % (where, " / ".join(images) or "nothing", external[0]["line"] if external else 0, prev))
+        prev = tag
+    if prev != reference:
+        errors.append("image.build: the last stage '%s' produces %s, not image.reference %s; the ranks serve the "
+                      "reference, so the chain must end in it" % (stages[-1].get("name", "?"), prev, reference))
+    return errors
+
+
 # ---------------------------------------------------------------- fix files (kernel_fix)
 
 def check_fix_source(item, actual_sha256, content, lane_name="?"):

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import re
 
 # Schema nodes: a dict maps key -> (types, required, extra); extra may hold 'choices',
 # 'min', 'max', 'schema' (nested dict schema), 'elements' (schema of list items),
@@ -61,6 +62,15 @@ FIX_FILE_SCHEMA = {
     "override": (BOOL, False, {}),
 }
 
+# image.build.stages[]: one Dockerfile of the chain (operations spec C.7 build chain).
+BUILD_STAGE_SCHEMA = {
+    "name": (STR, True, {}),
+    "dockerfile": (STR, True, {"hint": "controller path, absolute or relative to the collection root"}),
+    "tag": (STR, True, {}),
+    "context": (STR, False, {"hint": "build context directory; default: the Dockerfile's directory"}),
+    "build_args": (DICT, False, {"open": True}),
+}
+
 # serve.speculative_config: rendered as --speculative-config '<JSON>' (operations spec B.5 forms).
 # Methods the lanes use: mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter).
 SPECULATIVE_SCHEMA = {
@@ -83,13 +93,18 @@ LANE_SCHEMA = {
     "source": (STR, False, {}),
     "image": (DICT, True, {"schema": {
         "reference": (STR, True, {}),
-        "distribution": (STR, False, {"choices": ["pull", "registry", "stream"]}),
+        "distribution": (STR, False, {"choices": ["pull", "registry", "stream", "build"]}),
         "expected_digest": (STR + NONE, False, {}),
         "expected_fingerprint": (STR + NONE, False, {}),
         "fingerprint_files": (LIST, False, {"elements": STR}),
         "fingerprint_packages": (LIST, False, {"elements": STR}),
         "vllm_pkg_dir": (STR, False, {}),
         "size_gib": (NUM, False, {"min": 0}),
+        # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)
+        "build": (DICT + NONE, False, {"schema": {
+            "stages": (LIST, True, {"elements": BUILD_STAGE_SCHEMA}),
+            "fanout": (STR, False, {"choices": ["registry", "stream"]}),
+        }}),
     }}),
     "checkpoint": (DICT, True, {"schema": MODEL_SCHEMA}),
     "drafter": (DICT + NONE, False, {"schema": MODEL_SCHEMA}),
@@ -278,6 +293,19 @@ def _semantic_errors(lane):
                       "(checkpoint.repo_id %r, guard_mode %s; operations spec B.5 nvidia checkpoint, G19); use "
                       "method dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is "
                       "quantized (lane tp2_mtp)" % (repo_id, guard_mode if guard_mode is not None else "null"))
+    image = lane.get("image") or {}
+    digest = image.get("expected_digest")
+    if digest is not None and not re.match(r"^sha256:[0-9a-f]{64}$", str(digest)):
+        errors.append("image.expected_digest: %r is not 'sha256:' + 64 lowercase hex; copy the part after '@' of "
+                      "the image's RepoDigests entry, or set null" % (digest,))
+    if image.get("distribution") == "build":
+        stages = (image.get("build") or {}).get("stages") or []
+        if not stages:
+            errors.append("image.build: distribution build needs image.build.stages (the Dockerfile chain, in "
+                          "build order, the last stage producing image.reference)")
+        elif stages[-1].get("tag") != image.get("reference"):
+            errors.append("image.build.stages: the last stage '%s' produces %r, not image.reference %r"
+                          % (stages[-1].get("name"), stages[-1].get("tag"), image.get("reference")))
     if serve.get("api_port") is not None and serve.get("api_port") == serve.get("master_port"):
         errors.append("serve.master_port: equals serve.api_port (%s); the rendezvous needs its own port"
                       % serve.get("api_port"))

@@ -19,11 +19,23 @@ CASES = [
     # image
     ("image-reference-int", CPU2, {"image": {"reference": 5}}, "image.reference: expected str, got int (5)"),
     ("image-distribution-unknown", CPU2, {"image": {"distribution": "torrent"}},
-     "image.distribution: 'torrent' is not one of pull, registry, stream"),
+     "image.distribution: 'torrent' is not one of pull, registry, stream, build"),
+    ("image-digest-pin-prefix-only", CPU2, {"image": {"expected_digest": "4def0ef644cb2e98"}},
+     "image.expected_digest: '4def0ef644cb2e98' is not 'sha256:' + 64 lowercase hex"),
+    ("image-build-without-stages", CPU2, {"image": {"distribution": "build"}},
+     "image.build: distribution build needs image.build.stages"),
+    ("image-build-chain-ends-elsewhere", CPU2,
+     {"image": {"distribution": "build", "build": {"stages": [
+         {"name": "v1", "dockerfile": "docker/Dockerfile.v1", "tag": "dgxspark-sim/vllm-cpu:v1"}]}}},
+     "image.build.stages: the last stage 'v1' produces 'dgxspark-sim/vllm-cpu:v1', not image.reference "
+     "'dgxspark-sim/vllm-cpu:0.32.0'"),
+    ("image-build-stage-misspelt-key", CPU2,
+     {"image": {"build": {"stages": [{"name": "v1", "dockerfile": "d", "tag": "t", "from": "x"}]}}},
+     "image.build.stages[0].from: unknown key (known: build_args, context, dockerfile, name, tag)"),
     ("image-size-negative", CPU2, {"image": {"size_gib": -1}}, "image.size_gib: -1 is below the minimum 0"),
     ("image-fingerprint-file-int", CPU2, {"image": {"fingerprint_files": [1]}},
      "image.fingerprint_files[0]: expected str, got int (1)"),
-    ("image-unknown-key", CPU2, {"image": {"tag": "latest"}}, "image.tag: unknown key (known: distribution,"),
+    ("image-unknown-key", CPU2, {"image": {"tag": "latest"}}, "image.tag: unknown key (known: build, distribution,"),
     # checkpoint / drafter
     ("checkpoint-repo-id-null", CPU2, {"checkpoint": {"repo_id": None}},
      "checkpoint.repo_id: expected str, got null (None)"),

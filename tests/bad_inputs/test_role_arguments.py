@@ -23,7 +23,7 @@ CASES = [
     ("fabric-mtu-word", "rdma_fabric", "rdma_fabric_mtu", "jumbo",
      "argument 'rdma_fabric_mtu' is of type str and we were unable to convert to int"),
     ("image-mode-unknown", "image_sync", "image_sync_mode", "carrier_pigeon",
-     "value of image_sync_mode must be one of: , pull, registry, stream, verify, got: carrier_pigeon"),
+     "value of image_sync_mode must be one of: , pull, registry, stream, verify, build, got: carrier_pigeon"),
     ("stream-compress-lz4", "image_sync", "image_sync_stream_compress", "lz4",
      "value of image_sync_stream_compress must be one of: zstd, gzip, none, got: lz4"),
     ("ranks-state-stopped", "vllm_ranks", "vllm_ranks_state", "stopped",

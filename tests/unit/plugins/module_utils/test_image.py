@@ -337,3 +337,118 @@ def test_layers_enter_the_fingerprint_and_are_compared():
     assert problems[0]["msg"] == (
         "w: image layers differ from h's (%d here, %d there; first difference at layer %d: none vs sha256:%s); "
         "redistribute the image (image_sync)" % (len(base), len(new), len(base), "7" * 64))
+
+
+# ------------------------------------------------------------------ registry digest pin (issue 6)
+
+# The published digest of sm121-v11-dflash2 (seed 000, "Published image digests").
+V11 = "ghcr.io/tonyd2wild/vllm-glm53-flash:sm121-v11-dflash2"
+V11_DIGEST = "sha256:4def0ef644cb2e9814136dcffd5e385e21bc594f48f3b292234051904abe85a6"
+OTHER_DIGEST = "sha256:" + "1" * 64
+
+
+def _pulled(digest):
+    return {"present": True, "fingerprint": "f" * 64, "registry_digest": digest}
+
+
+def test_digest_pin_holds_on_pulled_head_and_fed_worker():
+    per_host = {"spark-0": _pulled(V11_DIGEST), "spark-1": _pulled(None)}
+    assert im.check_expected_digest(per_host, "spark-0", V11, V11_DIGEST) == []
+    # no pin: nothing to check, whatever the probes say
+    assert im.check_expected_digest({"spark-0": _pulled(None)}, "spark-0", V11, None) == []
+
+
+def test_digest_pin_moved_tag_names_host_both_digests_and_fix():
+    per_host = {"spark-0": _pulled(V11_DIGEST), "spark-1": _pulled(OTHER_DIGEST)}
+    problems = im.check_expected_digest(per_host, "spark-0", V11, V11_DIGEST)
+    assert [(p["host"], p["actual"], p["expected"]) for p in problems] == [("spark-1", OTHER_DIGEST, V11_DIGEST)]
+    msg = problems[0]["msg"]
+    assert msg.startswith("spark-1: %s is %s here" % (V11, OTHER_DIGEST))
+    assert "ghcr.io/tonyd2wild/vllm-glm53-flash@%s" % V11_DIGEST in msg
+
+
+def test_digest_pin_on_a_loaded_head_is_refused():
+    # docker load leaves RepoDigests empty (capture sim-vllm-cpu-image-inspect.json): the pin cannot be proven.
+    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    digest = im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0")
+    problems = im.check_expected_digest({"spark-sim-0": _pulled(digest), "spark-sim-1": _pulled(digest)},
+                                        "spark-sim-0", "dgxspark-sim/vllm-cpu:0.32.0", V11_DIGEST)
+    assert [p["host"] for p in problems] == ["spark-sim-0"]
+    assert "carries no registry digest for dgxspark-sim/vllm-cpu" in problems[0]["msg"]
+
+
+def test_digest_pin_from_the_registry_capture():
+    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    ref = "ghcr.io/lowlighter/metrics:v3.34"
+    digest = im.registry_digest(info["repo_digests"], ref)
+    assert im.check_expected_digest({"h0": _pulled(digest)}, "h0", ref, digest) == []
+    assert len(im.check_expected_digest({"h0": _pulled(digest)}, "h0", ref, V11_DIGEST)) == 1
+
+
+@pytest.mark.parametrize("pin", ["4def0ef644cb2e98", "sha256:4DEF" + "0" * 60, "sha512:" + "0" * 64])
+def test_digest_pin_malformed(pin):
+    with pytest.raises(im.ImageError, match="not 'sha256:' \\+ 64 lowercase hex"):
+        im.check_expected_digest({"h0": _pulled(None)}, "h0", V11, pin)
+
+
+# ------------------------------------------------------------------ build chain (mode build)
+
+CHAIN_V3 = """# syntax=docker/dockerfile:1
+#FROM radixark/vllm-glm53-flash:sm121-nope-mla
+FROM radixark/vllm-glm53-flash:sm121-v1
+RUN pip install --no-deps flashinfer-python \\
+    && true
+"""
+CHAIN_V4_ADHOC = """FROM radixark/vllm-glm53-flash:sm121-fi618
+COPY patch.py /opt/patch.py
+"""
+CHAIN_V4_ARG = """ARG BASE_TAG=sm121-v3
+ARG REPO
+FROM --platform=linux/arm64 radixark/vllm-glm53-flash:${BASE_TAG} AS base
+FROM base
+"""
+
+
+def _stages(*tags):
+    return [{"name": "v%d" % (i + 1), "dockerfile": "docker/Dockerfile.v%d" % (i + 1), "tag": t}
+            for i, t in enumerate(tags)]
+
+
+def test_dockerfile_froms_skip_comments_and_resolve_args():
+    froms = im.parse_dockerfile_froms(CHAIN_V4_ARG)
+    assert [(f["line"], f["image"], f["alias"]) for f in froms] == [
+        (3, "radixark/vllm-glm53-flash:sm121-v3", "base"), (4, "base", None)]
+    assert im.parse_dockerfile_froms(CHAIN_V4_ARG, {"BASE_TAG": "sm121-v9"})[0]["image"] == \
+        "radixark/vllm-glm53-flash:sm121-v9"
+    assert [f["image"] for f in im.parse_dockerfile_froms(CHAIN_V3)] == ["radixark/vllm-glm53-flash:sm121-v1"]
+    assert im.parse_dockerfile_froms("FROM ${REPO}:x\n")[0]["unresolved"] == ["REPO"]
+
+
+def test_build_chain_in_order_passes():
+    stages = _stages("radixark/vllm-glm53-flash:sm121-v1", "radixark/vllm-glm53-flash:sm121-v3",
+                     "radixark/vllm-glm53-flash:sm121-v4")
+    texts = ["FROM vllm/vllm-openai:glm53-flash-arm64-cu130\n", CHAIN_V3, CHAIN_V4_ARG]
+    assert im.check_build_chain(stages, texts, "radixark/vllm-glm53-flash:sm121-v4") == []
+
+
+def test_build_chain_adhoc_from_names_the_stage_and_both_tags():
+    # The seeds' v2-v6 bug: the FROM line kept an ad-hoc tag the previous stage never produced.
+    stages = _stages("radixark/vllm-glm53-flash:sm121-v3", "radixark/vllm-glm53-flash:sm121-v4")
+    errors = im.check_build_chain(stages, [CHAIN_V3, CHAIN_V4_ADHOC], "radixark/vllm-glm53-flash:sm121-v4")
+    assert errors == [
+        "image.build stage 2 'v2' (docker/Dockerfile.v2): FROM names radixark/vllm-glm53-flash:sm121-fi618 "
+        "(line 1), but the previous stage produces radixark/vllm-glm53-flash:sm121-v3; make the FROM line name "
+        "the previous stage's tag (operations spec C.7, the v2-v6 FROM chain bug)"]
+
+
+def test_build_chain_other_refusals():
+    stages = _stages("a:1", "a:1")
+    errors = im.check_build_chain(stages, ["FROM a:1\n", None], "a:2")
+    assert any("stage 1 'v1' (docker/Dockerfile.v1): builds FROM its own tag a:1" in e for e in errors)
+    assert any("stage 2 'v2'" in e and "also produced by stage 'v1'" in e for e in errors)
+    assert any("could not be read on the controller" in e for e in errors)
+    assert errors[-1].startswith("image.build: the last stage 'v2' produces a:1, not image.reference a:2")
+    assert im.check_build_chain(_stages("a:1"), ["RUN true\n"], "a:1") == [
+        "image.build stage 1 'v1' (docker/Dockerfile.v1): no FROM instruction"]
+    assert "uses ARG REPO" in im.check_build_chain(_stages("a:1"), ["FROM ${REPO}\n"], "a:1")[0]
+    assert im.check_build_chain([], [], "a:1")[0].startswith("image.build.stages: empty")
