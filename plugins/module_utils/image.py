@@ -494,6 +494,8 @@ def check_build_chain(stages, texts, reference):
 def check_fix_source(item, actual_sha256, content, lane_name="?"):
     """Refusals for a fix file as found on the controller. Returns a list of messages."""
     name = item.get("name", "?")
+    # a URL or image: source names what the lane said, with the controller copy checked
+    src = item.get("src") if not item.get("origin") else "%s (copy %s)" % (item["origin"], item.get("src"))
     errors = []
     want = str(item.get("sha256", "")).lower()
     if not SHA256_RE.match(want):
@@ -502,19 +504,19 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
     if actual_sha256 is None:
         errors.append("lane %s: fix file %s: source %s does not exist or is not a regular file; "
                       "a missing bind source would become an empty directory in the container (G #16): "
-                      "put the file there or fix fix_files[].src" % (lane_name, name, item.get("src")))
+                      "put the file there or fix fix_files[].src" % (lane_name, name, src))
         return errors
     if not content:
         errors.append("lane %s: fix file %s: source %s is empty (D.4: refuse empty files)"
-                      % (lane_name, name, item.get("src")))
+                      % (lane_name, name, src))
     if want and SHA256_RE.match(want) and actual_sha256 != want:
         errors.append("lane %s: fix file %s: %s has sha256 %s, the lane pins %s; use the file the "
                       "lane was validated with or update fix_files[].sha256"
-                      % (lane_name, name, item.get("src"), actual_sha256, want))
+                      % (lane_name, name, src, actual_sha256, want))
     marker = item.get("marker")
     if marker and content and marker not in content:
         errors.append("lane %s: fix file %s: %s does not contain its marker %r (C.8/D.5); it is "
-                      "not the fix file" % (lane_name, name, item.get("src"), marker))
+                      "not the fix file" % (lane_name, name, src, marker))
     return errors
 
 

@@ -452,3 +452,16 @@ def test_build_chain_other_refusals():
         "image.build stage 1 'v1' (docker/Dockerfile.v1): no FROM instruction"]
     assert "uses ARG REPO" in im.check_build_chain(_stages("a:1"), ["FROM ${REPO}\n"], "a:1")[0]
     assert im.check_build_chain([], [], "a:1")[0].startswith("image.build.stages: empty")
+
+
+def test_fix_source_from_the_image_names_the_pattern_and_the_copy():
+    # kernel_fix's materialize step rewrites an image: source to its controller copy and keeps `origin`.
+    item = {"name": "nvrtc_h", "src": "/c/tp3_dflash2/nvrtc_h", "origin": "image:/usr/local/lib/python*/*-packages/"
+            "nvidia/cu*/include/nvrtc.h", "sha256": hashlib.sha256(b"").hexdigest(), "marker": "nvrtcResult",
+            "container_path": "/usr/local/cuda/include/nvrtc.h"}
+    errors = im.check_fix_source(item, hashlib.sha256(b"").hexdigest(), "", "tp3_dflash2")
+    assert errors == ["lane tp3_dflash2: fix file nvrtc_h: source image:/usr/local/lib/python*/*-packages/nvidia/cu*/"
+                      "include/nvrtc.h (copy /c/tp3_dflash2/nvrtc_h) is empty (D.4: refuse empty files)"]
+    text = "typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;\n"
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    assert im.check_fix_source(dict(item, sha256=sha), sha, text, "tp3_dflash2") == []
