@@ -112,3 +112,6 @@ def test_sample_inventories_validate(sample, tp):
     assert "(tensor-parallel size %d, platform spark)" % tp in flat, out
     assert "node-a is rank 0 (head, serves the API)" in flat
     assert "failed=0" in flat and "unreachable=0" in flat
+    # the layout validates, and every placeholder address is called out
+    assert flat.count("is a documentation address (RFC 5737)") == tp, out
+    assert "WARNING node-a: ansible_host 192.0.2.10 is a documentation address" in flat
