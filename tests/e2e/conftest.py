@@ -37,6 +37,15 @@ def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=
     return runner
 
 
+def deploy_fleet(inventory, tmp_path_factory):
+    """Bring up the inventory's simulated fleet and run site.yml once; return that site run."""
+    up = run_playbook("playbooks/sim_up.yml", inventory, tmp_path_factory.mktemp("sim_up"))
+    assert up.rc == 0, runner_output(up)
+    first = run_playbook("site.yml", inventory, tmp_path_factory.mktemp("site1"))
+    assert first.rc == 0, runner_output(first)
+    return first
+
+
 def runner_output(runner):
     return runner.stdout.read() if hasattr(runner.stdout, "read") else ""
 

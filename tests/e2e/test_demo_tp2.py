@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import (ROOT, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
+from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
                       runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"
@@ -27,11 +27,7 @@ def _lane():
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    up = run_playbook("playbooks/sim_up.yml", INVENTORY, tmp_path_factory.mktemp("sim_up"))
-    assert up.rc == 0, runner_output(up)
-    first = run_playbook("site.yml", INVENTORY, tmp_path_factory.mktemp("site1"))
-    assert first.rc == 0, runner_output(first)
-    return first
+    return deploy_fleet(INVENTORY, tmp_path_factory)
 
 
 def test_workers_started_before_head(deployed):

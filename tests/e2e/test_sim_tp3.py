@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import (ROOT, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
+from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
                       runner_output, started_at, total)
 
 INVENTORY = "inventories/sim_tp3/hosts.yml"
@@ -43,11 +43,7 @@ def _node(node, *argv):
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    up = run_playbook("playbooks/sim_up.yml", INVENTORY, tmp_path_factory.mktemp("sim_up"))
-    assert up.rc == 0, runner_output(up)
-    first = run_playbook("site.yml", INVENTORY, tmp_path_factory.mktemp("site1"))
-    assert first.rc == 0, runner_output(first)
-    yield first
+    yield deploy_fleet(INVENTORY, tmp_path_factory)
     down = run_playbook("playbooks/sim_down.yml", INVENTORY, tmp_path_factory.mktemp("sim_down"))
     assert down.rc == 0, runner_output(down)
 
