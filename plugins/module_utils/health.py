@@ -87,7 +87,23 @@ PHASE_TEXT = {
     "engine_ready": "engine initialised, starting the API",
     "api_starting": "API server starting",
     "api_up": "API up",
+    "serving": "serving",
 }
+
+
+def serving_phase(phase, rank):
+    """The phase to print once the head's /health answers 200: the group serves.
+
+    A headless worker never logs the engine's later milestones (profiling, KV cache and the API
+    are logged by rank 0), and a long-serving rank's log tail holds only requests, so its last
+    milestone would read as still booting. phase: a parse_phase() result; rank: int.
+    """
+    if phase.get("phase") == "api_up":
+        return phase
+    out = dict(phase)
+    out["phase"] = "serving"
+    out["text"] = "serving (headless rank; rank 0 logs the engine phases)" if rank else "serving"
+    return out
 
 
 def parse_phase(text):

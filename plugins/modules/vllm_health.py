@@ -209,7 +209,11 @@ container:
   type: dict
   sample: {name: vllm_rank, status: running, running: true, exit_code: 0, oom_killed: false}
 phase:
-  description: Boot phase read from the log (C(phase), C(text), C(shards_loaded), C(shards_total), C(line)).
+  description:
+    - Boot phase read from the log (C(phase), C(text), C(shards_loaded), C(shards_total), C(line)).
+    - >-
+      Once the head's /health answers 200 a rank whose log shows no C(api_up) milestone (a headless worker, or a long-serving
+      rank whose log tail holds only requests) is reported as C(serving).
   returned: mode is wait
   type: dict
   sample: {phase: loading, text: loading shards 49/120, shards_loaded: 49, shards_total: 120}
@@ -354,8 +358,11 @@ def run_wait(module):
             break
         time.sleep(p["poll_s"])
     text = merged_log(module, name, p["log_tail"])
+    phase = H.parse_phase(text)
+    if ready:
+        phase = H.serving_phase(phase, p["rank"])
     result = {"changed": False, "ready": ready, "health_status": status, "container": state, "rank": p["rank"],
-              "phase": H.parse_phase(text), "last_lines": H.split_log_lines(text)[-p["last_lines"]:],
+              "phase": phase, "last_lines": H.split_log_lines(text)[-p["last_lines"]:],
               "elapsed_s": round(time.time() - start, 1)}
     if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))

@@ -148,6 +148,24 @@ def test_phase_progression_cut_at_each_milestone():
                     "engine_ready", "api_up"]
 
 
+def test_phase_once_serving_headless_worker_and_long_serving_head():
+    # A worker's own log stops at its weights (the TP2 report's boot cut before the KV line); once the
+    # head's /health answers 200 it is serving, not "profiling".
+    lines = log("startup", "glm53-tp2-deploy-report-boot.log").splitlines()
+    worker = health.parse_phase("\n".join(lines[:5]))
+    assert (worker["phase"], worker["text"]) == ("weights_loaded", "weights loaded, profiling")
+    serving = health.serving_phase(worker, 1)
+    assert (serving["phase"], serving["text"]) == ("serving", "serving (headless rank; rank 0 logs the engine phases)")
+    assert serving["line"] == worker["line"]
+    # a long-serving head whose log tail holds only requests
+    tail = health.parse_phase('INFO:     198.18.10.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK')
+    assert tail["phase"] == "starting"
+    assert health.serving_phase(tail, 0)["text"] == "serving"
+    # a complete boot keeps its milestone
+    up = health.parse_phase(log("startup", "gb10-single-node-startup.log"))
+    assert health.serving_phase(up, 0) == up
+
+
 def test_phase_loading_shards_k_of_n_from_progress_bar():
     regex = load_yaml("vllm-logs", "healthy-signatures.yaml")["glm_boot_regexes"][4]
     assert regex.startswith("Loading safetensors checkpoint shards")
