@@ -179,39 +179,80 @@ def test_worker_killed_during_boot(fleet, tmp_path):
            repair="site.yml (test_sigint_during_rank_start's re-run)")
 
 
-def test_port_taken_on_head_while_ranks_down(fleet, tmp_path):
-    """Ranks down and another process listening on the head's API and master ports: vllm_ranks refuses
-    before any rank starts and names host, port, process and fix."""
+def _foreign_listener(head, ports):
+    """A python3 process listening on the given ports of the head (started with setsid, killed by the caller)."""
+    listener = ("import socket, time\n"
+                "socks = []\n"
+                "for port in %r:\n"
+                "    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "    s.bind(('0.0.0.0', port)); s.listen(8); socks.append(s)\n"
+                "time.sleep(3600)\n" % (tuple(ports),))
+    node_sh(head, "cat > /run/flt-listener.py <<'EOF'\n%sEOF" % listener)
+    node_sh(head, "setsid python3 /run/flt-listener.py >/dev/null 2>&1 & echo $! > /run/flt-listener.pid")
+    _wait_for("the listener", lambda: node_sh(head, "ss -Hltn 'sport = :%d'" % ports[-1])[1], 30)
+
+
+def _stop_listener(head):
+    node_sh(head, "kill $(cat /run/flt-listener.pid); rm -f /run/flt-listener.pid /run/flt-listener.py", check=False)
+
+
+def test_master_port_taken_on_head_while_ranks_down(fleet, tmp_path):
+    """Ranks down and another process listening on the head's master port: rdma_fabric's rendezvous probe
+    tells it from our own rank (whose container's process tree holds the port while the group serves) and
+    fails naming host, port, the process (ss -ltnp) and the fix, before any node is prepared for launch."""
     head = fleet.head
     for node in fleet.nodes:
         node_docker(node, "rm", "-f", fleet.container)
-    listener = ("import socket, time\n"
-                "socks = []\n"
-                "for port in (%d, %d):\n"
-                "    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-                "    s.bind(('0.0.0.0', port)); s.listen(8); socks.append(s)\n"
-                "time.sleep(3600)\n" % (fleet.api_port, fleet.master_port))
-    node_sh(head, "cat > /run/flt-listener.py <<'EOF'\n%sEOF" % listener)
-    node_sh(head, "setsid python3 /run/flt-listener.py >/dev/null 2>&1 & echo $! > /run/flt-listener.pid")
+    _foreign_listener(head, [fleet.master_port])
     try:
-        _wait_for("the listener", lambda: node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.master_port)[1], 30)
         run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
     finally:
-        node_sh(head, "kill $(cat /run/flt-listener.pid); rm -f /run/flt-listener.pid /run/flt-listener.py", check=False)
+        _stop_listener(head)
+    assert run.rc != 0, run.output[-4000:]
+    first = run.first_failure()
+    msg = failure_message(first)
+    assert first["event_data"]["task"] == "Rdma_fabric | every worker reached the master from its own rendezvous address"
+    assert failed_hosts(run) == [head]
+    assert "%s: TCP port %d (the rendezvous master port, lane serve.master_port)" % (head, fleet.master_port) in msg, msg
+    assert "is held by another process, not by the rank container %s (not running)" % fleet.container in msg, msg
+    assert 'users:(("python3",pid=' in msg and "Fix: stop that process" in msg, msg
+    assert "vllm_lane_overrides.serve.master_port" in msg, msg
+    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start one rank")
+    after = fleet.ranks()
+    assert not any(r["exists"] for r in after.values()), after
+    _wait_for("the port to be free", lambda: not node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.master_port)[1], 30)
+    record("master_port_taken_on_head_while_ranks_down",
+           fault="python3 listening on %s:%d while no rank runs" % (head, fleet.master_port),
+           detected_in_s=run.since_start(first), detected_by=first["event_data"]["task"],
+           failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
+           state_after=state_summary(after), nothing_lost="no rank was started on any node",
+           repair="kill the listener; site.yml (test_sigint_during_rank_start's re-run)")
+
+
+def test_port_taken_on_head_while_ranks_down(fleet, tmp_path):
+    """Ranks down and another process listening on the head's API port: vllm_ranks refuses before any rank
+    starts and names host, port, process and fix (the master port is rdma_fabric's probe's, above)."""
+    head = fleet.head
+    for node in fleet.nodes:
+        node_docker(node, "rm", "-f", fleet.container)
+    _foreign_listener(head, [fleet.api_port])
+    try:
+        run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
+    finally:
+        _stop_listener(head)
     assert run.rc != 0, run.output[-4000:]
     first = run.first_failure()
     msg = failure_message(first)
     assert first["event_data"]["task"] == "Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"
     assert failed_hosts(run) == [head]
-    for key, port in (("api_port", fleet.api_port), ("master_port", fleet.master_port)):
-        assert "%s: TCP port %d (lane serve.%s) is in use" % (head, port, key) in msg, msg
+    assert "%s: TCP port %d (lane serve.api_port) is in use" % (head, fleet.api_port) in msg, msg
     assert "python3" in msg and "Fix: stop that process" in msg and "no rank was started" in msg, msg
     assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start one rank")
     after = fleet.ranks()
     assert not any(r["exists"] for r in after.values()), after
     _wait_for("the ports to be free", lambda: not node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.api_port)[1], 30)
     record("port_taken_on_head_while_ranks_down",
-           fault="python3 listening on %s:%d and :%d while no rank runs" % (head, fleet.api_port, fleet.master_port),
+           fault="python3 listening on %s:%d while no rank runs" % (head, fleet.api_port),
            detected_in_s=run.since_start(first), detected_by=first["event_data"]["task"],
            failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
            state_after=state_summary(after), nothing_lost="no rank was started on any node",
