@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Wall seconds of a phase of an ansible-playbook run logged with the profile_tasks callback:
 from the start of the first task whose name contains FIRST to the start of the next task whose
 name contains AFTER (profile_tasks prints the run's elapsed time under every TASK header).
