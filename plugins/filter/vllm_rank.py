@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the vllm_ranks role: render a rank, compare a group, launch guards (module_utils/render.py)."""
+"""Filters of the vllm_ranks role: render a rank, compare a group, decide a group restart (module_utils)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,12 +9,12 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     RenderError,
     api_key_fingerprint,
     group_errors,
     kv_pin_warning,
-    padding_guard_errors,
     render_rank,
     run_argv,
 )
@@ -57,8 +57,11 @@ def vllm_rank_argv(spec, docker="docker"):
     return run_argv(_plain(spec), docker)
 
 
-def vllm_padding_guard_errors(lane, checkpoint_config, drafter_config=None, host="this host"):
-    return padding_guard_errors(_plain(lane), _plain(checkpoint_config or {}), _plain(drafter_config), str(host))
+def vllm_rank_group_restart(ranks, force=False, restart_on_change=True):
+    if not isinstance(ranks, dict):
+        raise AnsibleFilterError("vllm_rank_group_restart: expected a mapping host -> rank state, got %s"
+                                 % type(ranks).__name__)
+    return group_restart(_plain(ranks), bool(force), bool(restart_on_change))
 
 
 def vllm_api_key_fingerprint(key):
@@ -79,7 +82,7 @@ class FilterModule(object):
             "vllm_rank_spec": vllm_rank_spec,
             "vllm_rank_group_errors": vllm_rank_group_errors,
             "vllm_rank_argv": vllm_rank_argv,
-            "vllm_padding_guard_errors": vllm_padding_guard_errors,
+            "vllm_rank_group_restart": vllm_rank_group_restart,
             "vllm_kv_pin_warning": vllm_kv_pin_warning,
             "vllm_api_key_fingerprint": vllm_api_key_fingerprint,
         }

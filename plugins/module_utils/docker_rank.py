@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One rank container through the docker CLI (no Python docker SDK on the node).
+"""One rank container through the docker CLI (module_utils/docker_cli.py, no Python docker SDK on the node).
 
 The command runner is injected (`run(argv) -> (rc, stdout, stderr)`), so the state machine is
 unit-tested against recorded `docker inspect` output. Rules (operations spec A.4-A.6):
@@ -20,6 +20,12 @@ import os
 import re
 import time
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import (  # noqa: F401 (DockerError re-exported)
+    DockerCLI,
+    DockerError,
+    load_inspect,
+    parse_container,
+)
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL, LABEL_PREFIX, run_argv
 
 SPEC_LABEL = LABEL_PREFIX + "spec"
@@ -27,34 +33,20 @@ SPEC_LABEL = LABEL_PREFIX + "spec"
 ERROR_RE = re.compile(r"error|Traceback|raise |Exception|NO_MEMORY|not support|Unsupported", re.IGNORECASE)
 
 
-class DockerError(Exception):
-    def __init__(self, msg, rc=None, stdout="", stderr=""):
-        Exception.__init__(self, msg)
-        self.rc, self.stdout, self.stderr = rc, stdout, stderr
-
-
 def parse_inspect(text):
-    """`docker inspect <name>` JSON -> the fields this module reports (None when absent)."""
-    data = json.loads(text)
-    if not data:
+    """`docker inspect <name>` JSON -> the fields this module reports (None when absent).
+
+    The JSON is read by docker_cli.parse_container; this adds the rank's spec labels.
+    """
+    return _with_spec(parse_container(load_inspect(text)))
+
+
+def _with_spec(info):
+    if info is None:
         return None
-    c = data[0]
-    state = c.get("State") or {}
-    labels = (c.get("Config") or {}).get("Labels") or {}
-    return {
-        "id": c.get("Id", ""),
-        "name": (c.get("Name") or "").lstrip("/"),
-        "image": (c.get("Config") or {}).get("Image", ""),
-        "status": state.get("Status", ""),
-        "running": bool(state.get("Running")),
-        "exit_code": state.get("ExitCode"),
-        "oom_killed": bool(state.get("OOMKilled")),
-        "started_at": state.get("StartedAt", ""),
-        "finished_at": state.get("FinishedAt", ""),
-        "spec_hash": labels.get(HASH_LABEL, ""),
-        "spec_json": labels.get(SPEC_LABEL, ""),
-        "labels": labels,
-    }
+    info["spec_hash"] = info["labels"].get(HASH_LABEL, "")
+    info["spec_json"] = info["labels"].get(SPEC_LABEL, "")
+    return info
 
 
 def diff_keys(old_json, new_hashed):
@@ -104,25 +96,14 @@ class DockerRank(object):
     def __init__(self, run, docker="docker", log_dir="/var/log/dgxspark-vllm", stamp=None,
                  clock=time.time, sleep=time.sleep):
         self._run = run
+        self.cli = DockerCLI(run, docker)
         self.docker = docker
         self.log_dir = log_dir
         self.stamp = stamp or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         self.clock, self.sleep = clock, sleep
 
-    def _docker(self, *args, **kw):
-        argv = [self.docker] + list(args)
-        rc, out, err = self._run(argv)
-        if rc != 0 and kw.get("check", True):
-            raise DockerError("%s failed (rc %s): %s" % (" ".join(argv[:3]), rc, (err or out).strip()), rc, out, err)
-        return rc, out, err
-
     def inspect(self, name):
-        rc, out, err = self._docker("inspect", "--type", "container", name, check=False)
-        if rc != 0:
-            if "No such" in (err or "") or "no such" in (err or ""):
-                return None
-            raise DockerError("docker inspect %s failed (rc %s): %s" % (name, rc, (err or out).strip()), rc, out, err)
-        return parse_inspect(out)
+        return _with_spec(self.cli.inspect_container(name))
 
     def log_path(self, name):
         return os.path.join(self.log_dir, "%s-%s.log" % (name, self.stamp))
@@ -131,12 +112,7 @@ class DockerRank(object):
         """Write the container's full `docker logs` (stdout and stderr interleaved) to log_path."""
         if not os.path.isdir(self.log_dir):
             os.makedirs(self.log_dir, 0o755)
-        path = self.log_path(name)
-        rc, out, err = self._run(["sh", "-c", 'exec "$0" logs --timestamps "$1" >"$2" 2>&1', self.docker, name, path])
-        if rc != 0:
-            raise DockerError("saving docker logs of %s to %s failed (rc %s): %s; the container is kept"
-                              % (name, path, rc, (err or out).strip()), rc, out, err)
-        return path
+        return self.cli.save_logs(name, self.log_path(name))
 
     def read_log(self, path):
         try:
@@ -146,15 +122,14 @@ class DockerRank(object):
             return ""
 
     def remove(self, name):
-        self._docker("rm", "-f", name)
+        self.cli.remove(name)
 
     def start(self, spec):
-        rc, out, err = self._docker(*run_argv(spec, self.docker)[1:])
-        return out.strip()
+        return self.cli.run(run_argv(spec, self.docker)[1:])
 
     def logs_text(self, name):
-        rc, out, err = self._docker("logs", name, check=False)
-        return (out or "") + (err or "")
+        _rc, out, err = self.cli.call("logs", name, check=False)
+        return out + err
 
     def wait(self, name, regex, timeout, interval=1.0):
         """Wait for the rank: running and, when regex is set, its log matching it.
@@ -205,3 +180,18 @@ def plan(state, current, spec, recreate=False):
     if current and current["running"] and current["spec_hash"] == want and not recreate:
         return []
     return (["save_logs", "remove"] if current else []) + ["start"]
+
+
+def group_restart(ranks, force=False, restart_on_change=True):
+    """Decide for the whole group (operations spec A.5: a tensor-parallel group restarts as a whole).
+
+    ranks: {host: {"running": bool, "spec_hash": found label, "want_hash": rendered hash,
+    "fix_drift": [messages]}} in rank-play order. A rank not running forces a restart; a changed
+    spec or drifted fix file restarts only with restart_on_change. Returns {"restart", "down",
+    "stale", "fix_stale"} (host lists keep the input order).
+    """
+    down = [h for h, r in ranks.items() if not r.get("running")]
+    stale = [h for h, r in ranks.items() if (r.get("spec_hash") or "") != (r.get("want_hash") or "")]
+    fix_stale = [h for h, r in ranks.items() if r.get("fix_drift")]
+    restart = bool(force) or bool(down) or (bool(stale or fix_stale) and bool(restart_on_change))
+    return {"restart": restart, "down": down, "stale": stale, "fix_stale": fix_stale}

@@ -22,6 +22,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import parse_image
+
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -125,17 +127,7 @@ def parse_image_inspect(text):
         data = data[0]
     if not isinstance(data, dict):
         raise ImageError("docker image inspect: expected an object, got %s" % type(data).__name__)
-    config = data.get("Config") or {}
-    rootfs = data.get("RootFS") or {}
-    return {
-        "id": data.get("Id"),
-        # diff IDs: sha256 of each uncompressed layer; kept by save/load and registries and
-        # independent of the storage driver, unlike the image ID
-        "layers": list(rootfs.get("Layers") or []),
-        "repo_tags": list(data.get("RepoTags") or []),
-        "repo_digests": list(data.get("RepoDigests") or []),
-        "env": list(config.get("Env") or []),
-    }
+    return parse_image(data)
 
 
 def registry_digest(repo_digests, reference):

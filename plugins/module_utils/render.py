@@ -479,35 +479,3 @@ def group_errors(specs):
         errors.append("spec hashes differ (%s) although no key differs; re-render every rank"
                       % ", ".join("%s=%s" % (h, hashes[h][:12]) for h in sorted(hashes)))
     return errors
-
-
-def padding_guard_errors(lane, checkpoint_config, drafter_config=None, host="this host"):
-    """The TP-padding launch guard (operations spec D.2 pre-check, D.3 drafter check).
-
-    checkpoint_config / drafter_config: parsed config.json of the checkpoint and drafter on this host.
-    Every padding target present in the file must equal the lane's value; heads_padding targets must
-    equal the file's head counts. Returns errors naming host, file, key, both values and the fix.
-    """
-    errors = []
-    targets = (lane.get("padding") or {}).get("config_targets") or {}
-    for key, want in targets.items():
-        node = checkpoint_config
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None and node != want:
-            errors.append("%s: checkpoint config.json %s is %r, the lane's padding target is %r; run the tp_pad role "
-                          "(tp_config_pad) before starting the ranks" % (host, key, node, want))
-    for label, model, config in (("checkpoint", lane.get("checkpoint"), checkpoint_config),
-                                 ("drafter", lane.get("drafter"), drafter_config)):
-        pad = (model or {}).get("heads_padding") or {}
-        if not pad:
-            continue
-        if config is None:
-            errors.append("%s: the %s config.json was not read; the lane pads its heads, so it must exist"
-                          % (host, label))
-            continue
-        for key in ("num_attention_heads", "num_key_value_heads"):
-            if key in pad and config.get(key) != pad[key]:
-                errors.append("%s: %s config.json %s is %r, the lane's heads_padding wants %r; run the tp_pad role "
-                              "(drafter_pad) before starting the ranks" % (host, label, key, config.get(key), pad[key]))
-    return errors

@@ -133,24 +133,16 @@ problems:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     PROBE_SCRIPT,
     ImageError,
     compute_fingerprint,
     nccl_env,
-    parse_image_inspect,
     parse_probe,
     parse_storage_driver,
     registry_digest,
 )
-
-
-def run(module, docker, args, check=True, environ=None):
-    rc, out, err = module.run_command([docker] + args, environ_update=dict(environ or {}, LANG="C", LC_ALL="C"))
-    if check and rc != 0:
-        module.fail_json(msg="`docker %s` failed on this node (rc %d): %s"
-                         % (" ".join(args[:3]), rc, err.strip() or out.strip()), rc=rc, stdout=out, stderr=err)
-    return rc, out, err
 
 
 def main():
@@ -173,28 +165,27 @@ def main():
     result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
                   nccl_conf={}, nccl_env={}, problems=[])
+    cli = DockerCLI(module.run_command, docker, environ={"LANG": "C", "LC_ALL": "C"})
     try:
-        _rc, out, _err = run(module, docker, ["info", "--format", "{{.Driver}}"])
+        _rc, out, _err = cli.call("info", "--format", "{{.Driver}}")
         result["storage_driver"] = parse_storage_driver(out)
-        rc, out, err = run(module, docker, ["image", "inspect", p["image"]], check=False)
-        if rc != 0:
-            if "No such image" in err or "No such object" in err:
-                module.exit_json(**result)
-            module.fail_json(msg="docker image inspect %s failed: %s" % (p["image"], err.strip()),
-                             rc=rc, stdout=out, stderr=err)
-        info = parse_image_inspect(out)
+        info = cli.inspect_image(p["image"])
+        if info is None:
+            module.exit_json(**result)
         result.update(present=True, image_id=info["id"], repo_digests=info["repo_digests"],
                       registry_digest=registry_digest(info["repo_digests"], p["image"]),
                       nccl_env=nccl_env(info["env"]))
         argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
                 "-e", "FP_PKGS=" + " ".join(p["packages"]),
                 "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
-        rc, out, err = run(module, docker, argv, check=False)
+        rc, out, err = cli.call(*argv, check=False)
         if rc != 0:
             module.fail_json(msg="the fingerprint probe in image %s failed (rc %d): %s; the image needs "
                                  "sh and sha256sum" % (p["image"], rc, err.strip()), rc=rc, stdout=out, stderr=err)
         probe = parse_probe(out)
-    except ImageError as exc:
+    except DockerError as exc:
+        module.fail_json(msg=str(exc), rc=exc.rc, stdout=exc.stdout, stderr=exc.stderr)
+    except (ImageError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     result.update(files=probe["files"], packages=probe["packages"], nccl_conf=probe["nccl_conf"],
                   problems=probe["problems"], layers=info["layers"],

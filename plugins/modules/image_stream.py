@@ -126,6 +126,7 @@ targets:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 from ansible_collections.dgxspark.vllm.plugins.module_utils.image_stream import stream_image
 
 
@@ -156,12 +157,16 @@ def main():
     if not hosts or module.check_mode:
         module.exit_json(**result)
 
-    docker = module.get_bin_path("docker", required=True)
-    rc, out, err = module.run_command([docker, "image", "inspect", "--format", "{{.Size}}", p["image"]])
-    if rc != 0:
-        module.fail_json(msg="image %s is not on this node, nothing to stream: %s" % (p["image"], err.strip()),
-                         rc=rc, stdout=out, stderr=err)
-    total = int(out.strip() or 0)
+    cli = DockerCLI(module.run_command, module.get_bin_path("docker", required=True))
+    try:
+        info = cli.inspect_image(p["image"])
+    except DockerError as e:
+        module.fail_json(msg="docker image inspect %s failed on this node: %s" % (p["image"], e), rc=e.rc,
+                         stdout=e.stdout, stderr=e.stderr)
+    if info is None:
+        module.fail_json(msg="image %s is not on this node, nothing to stream" % p["image"])
+    total = int(info["size"] or 0)
+    docker = cli.docker
     out_result, save_rc, save_err, failure = stream_image(
         docker, p["image"], p["targets"], p["ssh_key"], p["known_hosts"], p["compress"], p["compress_level"],
         p["remote_docker"], p["progress_file"], p["chunk_bytes"], total)

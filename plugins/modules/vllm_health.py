@@ -258,6 +258,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 
 
 def http(method, url, timeout, body=None, api_key=None):
@@ -293,47 +294,32 @@ def post_json(url, body, timeout, api_key=None):
 
 # ---- wait -----------------------------------------------------------------------------------
 
+STATE_KEYS = ("status", "running", "exit_code", "oom_killed", "error", "started_at", "finished_at")
+
+
+def _cli(module):
+    return DockerCLI(module.run_command, module.params["docker_bin"])
+
+
 def container_state(module, name):
     p = module.params
-    rc, out, err = module.run_command([p["docker_bin"], "inspect", "--type", "container", "--format",
-                                       "{{json .State}}", name])
-    if rc != 0:
-        if "No such" in err or "no such" in err:
-            return {"name": name, "status": "absent", "running": False, "exit_code": None,
-                    "oom_killed": False, "error": None}
+    try:
+        info = _cli(module).inspect_container(name)
+    except DockerError as e:
         module.fail_json(msg="rank %s: docker inspect %s failed (rc %s): %s. Fix: check that the deploy user can "
-                             "run %s on this node (F22)" % (p["rank"], name, rc, err.strip(), p["docker_bin"]),
-                         rc=rc, stderr=err)
-    st = json.loads(out or "{}")
-    return {"name": name, "status": st.get("Status"), "running": bool(st.get("Running")),
-            "exit_code": st.get("ExitCode"), "oom_killed": bool(st.get("OOMKilled")),
-            "error": st.get("Error") or None, "started_at": st.get("StartedAt"),
-            "finished_at": st.get("FinishedAt")}
-
-
-def container_log(module, name, tail):
-    """stdout and stderr merged in docker's order (tracebacks go to stderr, INFO lines to stdout)."""
-    p = module.params
-    argv = [p["docker_bin"], "logs"]
-    if tail:
-        argv += ["--tail", str(int(tail))]
-    argv.append(name)
-    rc, out, err = module.run_command(argv)
-    # fallback without a shell: the two streams come back apart, stderr (tracebacks) last
-    return (out or "") + (err or "") if rc == 0 else ""
+                             "run %s on this node (F22)" % (p["rank"], name, e.rc, e.stderr.strip(), p["docker_bin"]),
+                         rc=e.rc, stderr=e.stderr)
+    if info is None:
+        return {"name": name, "status": "absent", "running": False, "exit_code": None,
+                "oom_killed": False, "error": None}
+    out = dict((k, info[k]) for k in STATE_KEYS)
+    out["name"] = name
+    return out
 
 
 def merged_log(module, name, tail):
-    p = module.params
-    cmd = "%s logs %s%s 2>&1" % (_q(p["docker_bin"]), ("--tail %d " % int(tail)) if tail else "", _q(name))
-    rc, out, _err = module.run_command(["/bin/sh", "-c", cmd])
-    if rc != 0:
-        return container_log(module, name, tail)
-    return out or ""
-
-
-def _q(s):
-    return "'" + str(s).replace("'", "'\"'\"'") + "'"
+    """stdout and stderr merged in docker's order (tracebacks go to stderr, INFO lines to stdout)."""
+    return _cli(module).merged_logs(name, tail)
 
 
 def run_wait(module):

@@ -15,7 +15,6 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     kv_cache_bytes,
     kv_pin,
     kv_pin_warning,
-    padding_guard_errors,
     render_rank,
     run_argv,
     suggested_kv_bytes,
@@ -192,38 +191,3 @@ def test_hf_overrides_mirror_text_config_keys_and_skip_deeper_ones():
     assert hf_overrides({"text_config.linear_attn_config.num_heads": 66}) == {}
 
 
-def test_padding_guard_on_the_released_and_the_padded_glm_config():
-    # released configs as captured (field-cases S09 GLM text tower, S11 DFlash2 drafter)
-    released = json.loads(read("launch-lines", "glm-5.3-flash-config.json"))
-    drafter = json.loads(read("launch-lines", "dflash2-drafter-config.json"))
-    the_lane = lane("tp3_dflash2")
-    fix = "before starting the ranks"
-    assert padding_guard_errors(the_lane, released, drafter, "node-b") == [
-        "node-b: checkpoint config.json text_config.num_attention_heads is 64, the lane's padding target is 66; "
-        "run the tp_pad role (tp_config_pad) " + fix,
-        "node-b: checkpoint config.json text_config.num_key_value_heads is 64, the lane's padding target is 66; "
-        "run the tp_pad role (tp_config_pad) " + fix,
-        # text_config.linear_num_heads is absent from the released file: nothing to compare (spec D.2)
-        "node-b: checkpoint config.json text_config.linear_attn_config.num_heads is 64, the lane's padding target "
-        "is 66; run the tp_pad role (tp_config_pad) " + fix,
-        "node-b: checkpoint config.json text_config.moe_intermediate_size is 2048, the lane's padding target is "
-        "2112; run the tp_pad role (tp_config_pad) " + fix,
-        "node-b: drafter config.json num_attention_heads is 32, the lane's heads_padding wants 48; run the tp_pad "
-        "role (drafter_pad) " + fix,
-        "node-b: drafter config.json num_key_value_heads is 8, the lane's heads_padding wants 12; run the tp_pad "
-        "role (drafter_pad) " + fix]
-    padded = copy.deepcopy(released)
-    padded["text_config"].update({"num_attention_heads": 66, "num_key_value_heads": 66, "moe_intermediate_size": 2112})
-    padded["text_config"]["linear_attn_config"]["num_heads"] = 66
-    drafter.update({"num_attention_heads": 48, "num_key_value_heads": 12})
-    assert padding_guard_errors(the_lane, padded, drafter) == []
-
-
-def test_padding_guard_on_the_tiny_sim_checkpoint():
-    the_lane = lane("sim_cpu_tp3")
-    assert padding_guard_errors(the_lane, {"num_attention_heads": 4, "num_key_value_heads": 2}, None, "spark-tp3-1") \
-        == ["spark-tp3-1: checkpoint config.json num_attention_heads is 4, the lane's heads_padding wants 6; run the "
-            "tp_pad role (drafter_pad) before starting the ranks",
-            "spark-tp3-1: checkpoint config.json num_key_value_heads is 2, the lane's heads_padding wants 3; run the "
-            "tp_pad role (drafter_pad) before starting the ranks"]
-    assert padding_guard_errors(the_lane, {"num_attention_heads": 6, "num_key_value_heads": 3}) == []

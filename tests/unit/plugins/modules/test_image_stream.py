@@ -15,7 +15,7 @@ SIZE = 3 * 1024 * 1024 + 17
 # stores what it received so the test can compare bytes.
 FAKE_DOCKER = r"""#!/bin/sh
 case "$1" in
-  image) echo %(size)d ;;
+  image) echo '[{"Id": "sha256:0123", "Size": %(size)d}]' ;;
   save) python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * (%(size)d // 256) + b"x" * (%(size)d %% 256))' ;;
   load) cat > "$FAKE_OUT/$FAKE_TARGET.tar"; echo "Loaded image: test:1" ;;
 esac

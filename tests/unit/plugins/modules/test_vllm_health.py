@@ -1,7 +1,7 @@
 """vllm_health module against a recorded-answer HTTP stub and a fake docker CLI.
 
 The fake docker prints a container state and a log from files the test writes, the way
-`docker inspect --format '{{json .State}}'` and `docker logs` print them.
+`docker inspect --type container` (its State object) and `docker logs` print them.
 """
 import importlib.util
 import json
@@ -24,7 +24,8 @@ _spec.loader.exec_module(stub)
 FAKE_DOCKER = """#!/bin/sh
 d=%(dir)s
 case "$1" in
-  inspect) if [ -f "$d/state.json" ]; then cat "$d/state.json"; else echo "Error: No such container: $7" >&2; exit 1; fi ;;
+  inspect) if [ -f "$d/state.json" ]; then printf '[{"Name": "/x", "State": '; cat "$d/state.json"; echo '}]'
+           else echo "Error: No such container: $4" >&2; exit 1; fi ;;
   logs) if [ "$2" = "--tail" ]; then tail -n "$3" "$d/log.txt"; else cat "$d/log.txt"; fi ;;
 esac
 """

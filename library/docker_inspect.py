@@ -1,0 +1,1 @@
+../plugins/modules/docker_inspect.py
