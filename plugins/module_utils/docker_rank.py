@@ -7,8 +7,9 @@ The command runner is injected (`run(argv) -> (rc, stdout, stderr)`), so the sta
 unit-tested against recorded `docker inspect` output. Rules (operations spec A.4-A.6):
   - `docker logs` is saved to a file BEFORE any removal (NVRM failures surface minutes later);
   - a container is recreated only when its spec-hash label differs, or it is not running;
-  - a container found exited counts as an unexplained death; the counter survives between runs
-    in <log_dir>/<name>.deaths and resets when a later run finds the rank running.
+  - a container found exited when a rank is started or removed counts as an unexplained death; the
+    counter survives between runs in <log_dir>/<name>.deaths and resets when such a run finds the rank
+    running (a query only reads it).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -168,6 +169,20 @@ class DockerRank(object):
             os.makedirs(self.log_dir, 0o755)
         with open(self._deaths_file(name), "w") as f:
             f.write("%d\n" % count)
+
+
+def count_deaths(stored, current, reset=False):
+    """Unexplained deaths in a row after a start or removal found `current` (spec A.5).
+
+    A container found not running adds one; one found running ends the streak (0); reset starts
+    from 0 after the cause was fixed. A query never calls this: it only reports the stored count.
+    """
+    deaths = 0 if reset else stored
+    if current and not current["running"]:
+        return deaths + 1
+    if current and current["running"]:
+        return 0
+    return deaths
 
 
 def plan(state, current, spec, recreate=False):

@@ -20,9 +20,9 @@ description:
     that label differs from the wanted hash, when it is not running, or when O(recreate=true).
   - Before any removal the container's full C(docker logs) (stdout and stderr, with timestamps) is saved to
     C(<log_dir>/<name>-<log_stamp>.log) on the node (operations spec A.5, NVRM errors surface minutes later).
-  - A container found not running counts as an unexplained death; the count is kept in
-    C(<log_dir>/<name>.deaths) and reset when a later run finds the rank running (the caller stops after two
-    in a row, operations spec A.5).
+  - With O(state=started) or O(state=absent), a container found not running counts as an unexplained death; the
+    count is kept in C(<log_dir>/<name>.deaths) and reset when such a run finds the rank running (the caller stops
+    after two in a row, operations spec A.5). O(state=query) only reads it and writes nothing.
   - Uses only the docker CLI on the node; no Python docker SDK is needed. Containers run with C(--restart no)
     because docker restart policies cannot recover a multi-node mp group (spec A.5).
   - This module handles one rank. Ordering (tear down every rank, then workers from the highest rank down,
@@ -78,7 +78,9 @@ options:
     type: float
     default: 1.0
   reset_deaths:
-    description: Reset the unexplained-deaths counter of this rank to 0 (after the cause was fixed).
+    description:
+      - Reset the unexplained-deaths counter of this rank to 0 (after the cause was fixed) before counting.
+      - Ignored with O(state=query), which writes nothing.
     type: bool
     default: false
 attributes:
@@ -191,6 +193,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
     DockerError,
     DockerRank,
+    count_deaths,
     diff_keys,
     error_lines,
     plan,
@@ -256,11 +259,9 @@ def main():
             result["changed_keys"] = diff_keys(current.get("spec_json"), spec["hashed"])
         died = bool(current) and not current["running"]
         result["died"] = died
-        deaths = 0 if p["reset_deaths"] else dr.deaths(name)
-        if died and state != "query":
-            deaths += 1
-        elif current and current["running"] and state != "absent":
-            deaths = 0
+        stored = dr.deaths(name)
+        # query only reports the stored count; the count changes where ranks are started or removed
+        deaths = stored if state == "query" else count_deaths(stored, current, p["reset_deaths"])
         result["deaths"] = deaths
         found = (current or {}).get("status", "absent")
         after_state = {"started": "running", "absent": "absent"}.get(state, found)
@@ -269,12 +270,12 @@ def main():
             "after": {"state": after_state, "spec_hash": want_hash if state != "absent" else "",
                       "changed_keys": result["changed_keys"]},
         }
-        if module.check_mode or (not actions and deaths == dr.deaths(name)):
+        if module.check_mode or (not actions and deaths == stored):
             result["container"] = _public(current)
             if died and not module.check_mode:
                 result["last_errors"] = error_lines(dr.logs_text(name))
             module.exit_json(**result)
-        if deaths != dr.deaths(name):
+        if deaths != stored:
             dr.set_deaths(name, deaths)
         if "save_logs" in actions:
             result["log_path"] = dr.save_logs(name)

@@ -163,9 +163,12 @@ def test_exited_rank_counts_as_a_death_and_keeps_its_errors(docker, tmp_path):
     docker.add("vllm_rank", sim_spec()["labels"], running=False, exit_code=1)
     result, _ = run_module(vllm_rank.main, args(tmp_path, state="absent"))
     assert result["deaths"] == 2
-    # a later run that finds the rank running resets the count
+    # a query of the running rank only reports the count and writes nothing, even outside check mode
     docker.add("vllm_rank", sim_spec()["labels"])
     result, _ = run_module(vllm_rank.main, args(tmp_path, state="query"))
+    assert result["deaths"] == 2 and (tmp_path / "vllm_rank.deaths").read_text() == "2\n"
+    # the removal of a rank found running ends the streak
+    result, _ = run_module(vllm_rank.main, args(tmp_path, state="absent"))
     assert result["deaths"] == 0 and (tmp_path / "vllm_rank.deaths").read_text() == "0\n"
 
 
@@ -211,3 +214,15 @@ def test_role_default_worker_regex_matches_vllms_dialing_line(docker, tmp_path):
                         "distributed_init_method=tcp://198.18.91.10:29501 backend=gloo\n")
     result, failed = run_module(vllm_rank.main, args(tmp_path, spec=sim_spec(), wait_regex=regex, wait_timeout=0))
     assert not failed and result["wait"] == "ready"
+
+
+def test_started_on_a_running_rank_ends_the_death_streak_without_touching_it(docker, tmp_path):
+    spec = sim_spec()
+    docker.add("vllm_rank", spec["labels"])
+    (tmp_path / "vllm_rank.deaths").write_text("1\n")
+    result, _ = run_module(vllm_rank.main, args(tmp_path, state="query", _ansible_check_mode=True))
+    assert result["deaths"] == 1 and (tmp_path / "vllm_rank.deaths").read_text() == "1\n"
+    result, failed = run_module(vllm_rank.main, args(tmp_path, spec=spec))
+    assert not failed and result["actions"] == [] and result["deaths"] == 0
+    assert (tmp_path / "vllm_rank.deaths").read_text() == "0\n"
+    assert not [c for c in docker.calls if c[1] in ("rm", "run")]
