@@ -28,6 +28,11 @@ DICT = (dict,)
 LIST = (list,)
 NONE = (type(None),)
 
+# How the engine image reaches the ranks (image_sync); the role's image_sync_mode adds "verify" and ""
+# (tests/unit/roles keep meta/argument_specs.yml in step with these two lists).
+DISTRIBUTION_MODES = ["pull", "registry", "stream", "build"]
+FANOUT_MODES = ["registry", "stream"]
+
 MODEL_SCHEMA = {
     "repo_id": (STR, True, {}),
     "revision": (STR, False, {}),
@@ -93,7 +98,7 @@ LANE_SCHEMA = {
     "source": (STR, False, {}),
     "image": (DICT, True, {"schema": {
         "reference": (STR, True, {}),
-        "distribution": (STR, False, {"choices": ["pull", "registry", "stream", "build"]}),
+        "distribution": (STR, False, {"choices": DISTRIBUTION_MODES}),
         "expected_digest": (STR + NONE, False, {}),
         "expected_fingerprint": (STR + NONE, False, {}),
         "fingerprint_files": (LIST, False, {"elements": STR}),
@@ -103,7 +108,7 @@ LANE_SCHEMA = {
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)
         "build": (DICT + NONE, False, {"schema": {
             "stages": (LIST, True, {"elements": BUILD_STAGE_SCHEMA}),
-            "fanout": (STR, False, {"choices": ["registry", "stream"]}),
+            "fanout": (STR, False, {"choices": FANOUT_MODES}),
         }}),
     }}),
     "checkpoint": (DICT, True, {"schema": MODEL_SCHEMA}),

@@ -42,6 +42,10 @@ import uuid
 from urllib.error import HTTPError, URLError
 from urllib.request import ProxyHandler, Request, build_opener
 
+# health.py beside this file is plugins/module_utils/health.py (one copy of the metric and U+FFFD rules).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import health as H  # noqa: E402 pylint: disable=wrong-import-position
+
 # Calls to the fleet bypass any proxy (conventions: use_proxy false for local services).
 _OPENER = build_opener(ProxyHandler({}))
 
@@ -311,47 +315,22 @@ def bench_corruption(cfg):
                                                 s["corruption_max_tokens"]), timeout=600)
         msg = ((body or {}).get("choices") or [{}])[0].get("message", {}) if isinstance(body, dict) else {}
         text = (msg.get("content") or "") + (msg.get("reasoning") or msg.get("reasoning_content") or "")
-        passes.append({"status": status, "chars": len(text), "replacement_chars": text.count(u"\ufffd")})
+        passes.append({"status": status, "chars": len(text), "replacement_chars": H.count_replacement_chars(text)})
     return {"prompt": s.get("corruption_prompt") or KOREAN_PROMPT, "temperature": 0, "passes": passes,
             "replacement_chars": [p["replacement_chars"] for p in passes],
             "ok": all(p["status"] == 200 for p in passes)}
 
 
-# ---- spec decode (F.5; same formulas as plugins/module_utils/health.py) ---------------------
+# ---- spec decode (F.5): the formulas of plugins/module_utils/health.py, shipped beside this file ----
 
 def spec_counters(text):
-    out = {"drafts": None, "draft_tokens": None, "accepted": None, "per_position": {}}
-    names = {"vllm:spec_decode_num_drafts_total": "drafts",
-             "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens_total": "accepted"}
-    for line in (text or "").splitlines():
-        if not line or line[0] in "# \t":
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        try:
-            value = float(line.rsplit(" ", 1)[1])
-        except (IndexError, ValueError):
-            continue
-        if name in names:
-            out[names[name]] = (out[names[name]] or 0.0) + value
-        elif name == "vllm:spec_decode_num_accepted_tokens_per_pos_total" and 'position="' in line:
-            pos = int(line.split('position="', 1)[1].split('"', 1)[0])
-            out["per_position"][pos] = out["per_position"].get(pos, 0.0) + value
-    return out
+    return H.spec_decode_counters(H.parse_metrics(text or ""))
 
 
 def spec_delta(before, after):
     if not after or after["drafts"] is None:
         return {"present": False}
-    b = before or {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_position": {}}
-    drafts = after["drafts"] - (b["drafts"] or 0.0)
-    dtok = after["draft_tokens"] - (b["draft_tokens"] or 0.0)
-    acc = after["accepted"] - (b["accepted"] or 0.0)
-    pos = [after["per_position"][p] - b["per_position"].get(p, 0.0) for p in sorted(after["per_position"])]
-    return {"present": True, "drafts": drafts, "draft_tokens": dtok, "accepted": acc,
-            "acceptance_rate": round(acc / dtok, 4) if dtok else None,
-            "mean_acceptance_length": round(1 + acc / drafts, 2) if drafts else None,
-            "per_position_rate": [round(x / drafts, 3) for x in pos] if drafts else []}
+    return H.spec_decode_stats(after, before)
 
 
 # ---- report ---------------------------------------------------------------------------------
