@@ -70,6 +70,7 @@ def parse_container(obj):
         "running": bool(state.get("Running")),
         "exit_code": state.get("ExitCode"),
         "oom_killed": bool(state.get("OOMKilled")),
+        "pid": state.get("Pid") or 0,
         "error": state.get("Error") or None,
         "started_at": state.get("StartedAt", ""),
         "finished_at": state.get("FinishedAt", ""),

@@ -1,30 +1,28 @@
 """rdma_fabric's master-port probe (issue 11): when the one-shot listener cannot bind (errno 98), the
-owner script of roles/rdma_fabric/tasks/probe.yml says whether the listener on the port is our own rank
-(the rank container's main process or a descendant) or a foreign process. Run here with real processes,
-a stand-in `ss` that reports them and a stand-in `docker inspect` naming the container's main pid."""
+port_owner module (called by roles/rdma_fabric/tasks/probe.yml) says whether the listener on the port is our
+own rank (the rank container's main process or a descendant) or a foreign process. Run here with real
+processes, a stand-in `ss` that reports them and a stand-in `docker inspect` naming the container's main pid."""
 import json
 import os
 import stat
 import subprocess
-import sys
 
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.vllm.plugins.modules import port_owner
 from tests.unit.conftest import ROOT
+from tests.unit.plugins.modules.utils import run_module
 
 PROBE = os.path.join(ROOT, "roles", "rdma_fabric", "tasks", "probe.yml")
 TASK = "Rdma_fabric | who holds the master port (head)"
 
 
-def owner_script():
+def test_the_probe_calls_the_port_owner_module():
     with open(PROBE) as f:
         tasks = yaml.safe_load(f)
     (task,) = [t for t in tasks if t["name"] == TASK]
-    assert task["ansible.builtin.command"]["argv"][:2] == ["python3", "-c"]
-    script = task["vars"]["_rdma_fabric_owner_script"]
-    # The one Jinja expression in it keeps docker's Go template literal.
-    return script.replace("{{ '{{.State.Running}} {{.State.Pid}}' }}", "{{.State.Running}} {{.State.Pid}}")
+    assert task["dgxspark.vllm.port_owner"]["container"] == "{{ rdma_fabric_rank_container }}"
 
 
 @pytest.fixture
@@ -47,13 +45,24 @@ def run_owner(tmp_path, ss_pids, docker_out, docker_rc=0):
     ss_lines = "".join('LISTEN 0 16 198.18.21.10:29501 0.0.0.0:* users:(("python3",pid=%d,fd=3))\n' % p
                        for p in ss_pids)
     (bindir / "ss").write_text("#!/bin/sh\nprintf '%%s' '%s'\n" % ss_lines)
-    (bindir / "docker").write_text("#!/bin/sh\necho '%s'\nexit %d\n" % (docker_out, docker_rc))
+    if docker_rc:
+        docker = "#!/bin/sh\necho '%s' >&2\nexit %d\n" % (docker_out, docker_rc)
+    else:  # "<running> <pid>" -> the State of `docker inspect --type container`
+        running, pid = docker_out.split()
+        state = json.dumps([{"Name": "/vllm_rank", "State": {"Status": "running" if running == "true" else "exited",
+                                                             "Running": running == "true", "Pid": int(pid)}}])
+        docker = "#!/bin/sh\necho '%s'\n" % state
+    (bindir / "docker").write_text(docker)
     for name in ("ss", "docker"):
         (bindir / name).chmod(0o755 | stat.S_IEXEC)
-    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]))
-    proc = subprocess.run([sys.executable, "-c", owner_script(), "29501", "vllm_rank"], env=env,
-                          capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = "%s:%s" % (bindir, old)
+    try:
+        result, failed = run_module(port_owner.main, {"port": 29501, "container": "vllm_rank"})
+    finally:
+        os.environ["PATH"] = old
+    assert not failed, result
+    return result
 
 
 def test_a_descendant_of_the_rank_container_is_our_own_rank(tmp_path, procs):

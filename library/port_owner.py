@@ -1,0 +1,1 @@
+../plugins/modules/port_owner.py
