@@ -16,7 +16,6 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     group_errors,
     kv_pin_warning,
     render_rank,
-    run_argv,
 )
 
 
@@ -53,10 +52,6 @@ def vllm_rank_group_errors(specs):
     return group_errors(_plain(specs))
 
 
-def vllm_rank_argv(spec, docker="docker"):
-    return run_argv(_plain(spec), docker)
-
-
 def vllm_rank_group_restart(ranks, force=False, restart_on_change=True):
     if not isinstance(ranks, dict):
         raise AnsibleFilterError("vllm_rank_group_restart: expected a mapping host -> rank state, got %s"
@@ -81,7 +76,6 @@ class FilterModule(object):
         return {
             "vllm_rank_spec": vllm_rank_spec,
             "vllm_rank_group_errors": vllm_rank_group_errors,
-            "vllm_rank_argv": vllm_rank_argv,
             "vllm_rank_group_restart": vllm_rank_group_restart,
             "vllm_kv_pin_warning": vllm_kv_pin_warning,
             "vllm_api_key_fingerprint": vllm_api_key_fingerprint,

@@ -22,7 +22,6 @@ import hashlib
 import json
 import re
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import parse_image
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -62,13 +61,6 @@ class ImageError(ValueError):
     """Bad input: the message names the item and, where one exists, the fix."""
 
 
-def strip_fixture_header(text):
-    lines = text.splitlines()
-    while lines and lines[0].startswith("# "):
-        lines.pop(0)
-    return "\n".join(lines)
-
-
 def parse_reference(ref):
     """Split an image reference into registry, repository, tag and digest (docker's rules).
 
@@ -105,31 +97,6 @@ def repo_name(ref):
     return "%s/%s" % (p["registry"], p["repository"]) if p["registry"] else p["repository"]
 
 
-def parse_image_inspect(text):
-    """`docker image inspect` output (a JSON list, one object, or an excerpt of its lines).
-
-    Returns {id, repo_tags, repo_digests, env}; `id` is local to one node (never compared).
-    """
-    body = strip_fixture_header(text).strip()
-    if not body:
-        raise ImageError("docker image inspect returned nothing")
-    try:
-        data = json.loads(body)
-    except ValueError:
-        # An excerpt: '"Key": value,' lines without the enclosing braces.
-        try:
-            data = json.loads("{" + body.rstrip(",") + "}")
-        except ValueError as exc:
-            raise ImageError("docker image inspect output is not JSON: %s" % exc)
-    if isinstance(data, list):
-        if not data:
-            raise ImageError("docker image inspect returned an empty list (image absent)")
-        data = data[0]
-    if not isinstance(data, dict):
-        raise ImageError("docker image inspect: expected an object, got %s" % type(data).__name__)
-    return parse_image(data)
-
-
 def registry_digest(repo_digests, reference):
     """The registry digest of `reference` among RepoDigests ('repo@sha256:...'), or None.
 
@@ -149,7 +116,7 @@ def registry_digest(repo_digests, reference):
 def parse_storage_driver(text):
     """Storage driver from `docker info` text ('Storage Driver: x'), JSON ({"Driver": x}) or
     `docker info --format '{{.Driver}}'` (a bare word)."""
-    body = strip_fixture_header(text).strip()
+    body = (text or "").strip()
     if not body:
         raise ImageError("docker info returned nothing; is dockerd running and can this user reach it?")
     if body.startswith("{"):
@@ -172,7 +139,7 @@ def parse_storage_driver(text):
 def parse_nccl_conf(text):
     """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), field case F07."""
     out = {}
-    for line in strip_fixture_header(text).splitlines():
+    for line in (text or "").splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
@@ -550,32 +517,12 @@ def check_fix_against_image(item, in_image_sha256, image_ref):
             % (image_ref, path, in_image_sha256, name, ours, why)], "refused"
 
 
-def parse_container_mounts(text):
-    """`docker inspect <container>` -> list of {source, destination, rw, type}."""
-    body = strip_fixture_header(text).strip()
-    data = json.loads(body)
-    if isinstance(data, list):
-        if not data:
-            raise ImageError("docker inspect returned an empty list (container absent)")
-        data = data[0]
-    out = []
-    for m in data.get("Mounts") or []:
-        out.append({"source": m.get("Source"), "destination": m.get("Destination"),
-                    "rw": bool(m.get("RW")), "type": m.get("Type")})
-    return out
-
-
 def check_fix_mounts(mounts, expected, host):
-    """Each expected {host, container} must be a read-only bind in `mounts` (F25 'confirmed
-    with docker inspect Mounts')."""
+    """Each expected {host, container} must be a read-only bind in `mounts`, the list of
+    {source, destination, rw, type} of docker_cli.parse_container (F25 'confirmed with docker
+    inspect Mounts')."""
     errors = []
-    norm = []
-    for m in mounts or []:
-        if "Destination" in m:  # raw `docker inspect` Mounts entry
-            m = {"source": m.get("Source"), "destination": m.get("Destination"),
-                 "rw": bool(m.get("RW")), "type": m.get("Type")}
-        norm.append(m)
-    by_dest = dict((m["destination"], m) for m in norm)
+    by_dest = dict((m["destination"], m) for m in mounts or [])
     for want in expected:
         got = by_dest.get(want["container"])
         if got is None:

@@ -83,12 +83,12 @@ options:
     description: Return the sha256 of C(config.json) and of each rewritten safetensors file, to compare copies across nodes.
     type: bool
     default: true
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
 notes:
   - numpy has no bfloat16, so the safetensors library cannot hand a bf16 checkpoint to numpy, and the nodes

@@ -46,16 +46,16 @@ options:
   docker_bin:
     description: Docker CLI to use; found on PATH when not given.
     type: path
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 notes:
   - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.

@@ -78,16 +78,16 @@ options:
     description: Read size of the stream, in bytes.
     type: int
     default: 4194304
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reports the targets it would write to without transferring.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: none
     details: Always loads into every target given; the caller passes only peers that differ.
 """

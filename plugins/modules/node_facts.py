@@ -24,6 +24,7 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
     support: full

@@ -18,7 +18,7 @@ description:
     through the docker CLI (C(plugins/module_utils/docker_cli.py)).
   - A listener belongs to the container when its process is the container's main process or one of its
     descendants (walked through C(/proc/<pid>/status) C(PPid)). Used by C(rdma_fabric) when the rendezvous master
-    port is taken: only the running head rank may hold it, any other process would make the head exit with
+    port is taken; only the running head rank may hold it, any other process would make the head exit with
     C(Address already in use) after the workers started (field case F26).
   - Needs root (or the same user as the listener) for C(ss -p) to show process ids.
 options:
@@ -34,16 +34,16 @@ options:
     description: The docker CLI to call.
     type: str
     default: docker
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 """
 

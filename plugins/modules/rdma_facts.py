@@ -46,19 +46,19 @@ options:
       - File read for C(CmaTotal) (kB).
     type: path
     default: /proc/meminfo
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
+  - dgxspark.vllm.attributes.facts
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is identical in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 notes:
   - A missing tool fails with the package to install; malformed output fails quoting the line.

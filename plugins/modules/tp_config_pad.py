@@ -71,12 +71,12 @@ options:
         file, the keys and the command that fixes it.
     type: bool
     default: false
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
 notes:
   - Source of the rules - operations spec D.1, D.2 (Y3 C(scripts/pad-config.py), L3 lcm rule) and

@@ -35,13 +35,13 @@ description:
     (minimum, limiting rank, spread; E.3, F16) and checks a KV pin against vLLM's suggestion (F20).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Every mode only reads; it runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 options:
   mode:

@@ -83,13 +83,15 @@ options:
       - Ignored with O(state=query), which writes nothing.
     type: bool
     default: false
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
 attributes:
   check_mode:
     support: full
-    description: Reports the actions it would take (save_logs, remove, start) without running them.
+    details: Reports the actions it would take (save_logs, remove, start) without running them; writes nothing.
   diff_mode:
     support: full
-    description: Before/after spec hash and state, plus the spec keys that differ.
+    details: Before/after spec hash and state, plus the spec keys that differ.
 notes:
   - Requires the docker CLI on the node and permission to use it (run with become, or as a docker group member).
 """

