@@ -21,7 +21,8 @@ import os
 import re
 import time
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import (  # noqa: F401 (DockerError re-exported)
+# DockerError is re-exported: callers import it from docker_rank.
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import (  # noqa: F401 pylint: disable=unused-import
     DockerCLI,
     DockerError,
     load_inspect,

@@ -1,7 +1,5 @@
 """Renderer rules (module_utils/render.py): per-host values, hash scope, group comparison, KV policy,
-padding guard and the errors a bad input gets."""
-import copy
-import json
+and the errors a bad input gets (the padding guard lives in tp_pad)."""
 import os
 
 import pytest
@@ -189,5 +187,3 @@ def test_fix_files_need_their_mounts():
 def test_hf_overrides_mirror_text_config_keys_and_skip_deeper_ones():
     assert hf_overrides({"num_attention_heads": 6}) == {"num_attention_heads": 6}
     assert hf_overrides({"text_config.linear_attn_config.num_heads": 66}) == {}
-
-
