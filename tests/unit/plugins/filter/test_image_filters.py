@@ -23,7 +23,7 @@ def _host(**over):
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
         "image_build_chain_errors", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
-        "image_peer_address",
+        "image_identity", "image_peer_address",
         "kernel_fix_container_drift", "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
 
 
@@ -73,3 +73,14 @@ def test_the_shipped_sim_fix_file_passes_its_own_pin(fixture_path):
             "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
     assert f.kernel_fix_source_errors(item, hashlib.sha256(data).hexdigest(), data.decode(), "sim_cpu_tp2",
                                       "dgxspark-sim/vllm-cpu:0.32.0") == []
+
+
+def test_image_identity_filter_on_the_loaded_capture():
+    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    probe = {"present": True, "fingerprint": "f" * 64,
+             "registry_digest": im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0")}
+    filters = f.FilterModule().filters()
+    out = filters["image_identity"]({"s0": probe, "s1": probe}, "s0", "dgxspark-sim/vllm-cpu:0.32.0")
+    assert out["basis"] == "fingerprint" and out["problems"] == []
+    with pytest.raises(AnsibleFilterError, match="expected a mapping host -> result"):
+        filters["image_identity"]([], "s0", "x")
