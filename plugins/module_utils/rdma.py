@@ -729,8 +729,8 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
                     return (w['roce'], w['rails'], bool(w['management']))
                 tie = key(ranked[1][1]) == key(why)
                 basis = 'address order (tie)' if tie else 'preferred'
-                reason = '%s; over %s%s' % (why['reason'], ', '.join('%s (%s)' % (c, w['reason'])
-                                                                      for c, w in ranked[1:]),
+                others = ', '.join('%s (%s)' % (c, w['reason']) for c, w in ranked[1:])
+                reason = '%s; over %s%s' % (why['reason'], others,
                                             '; equal on every rule, the lower address wins' if tie else '')
             plan['fabric_choice'] = {'cidr': cidr, 'basis': basis, 'reason': reason,
                                      'considered': [c for c, _w in ranked]}

@@ -25,8 +25,8 @@ def test_filter_names_are_node_prefixed():
 
 def test_memory_filters_on_the_f17_meminfo_and_the_sysctl_capture():
     meminfo = read_fixture('node', 'f17-node-meminfo-constructed.txt')
-    assert F['node_swap_cycle_plan'](meminfo) == {'action': 'cycle', 'used_kib': 458752,
-                                                   'reason': '458752 kB swapped out, 109534249 kB MemAvailable'}
+    assert F['node_swap_cycle_plan'](meminfo) == {
+        'action': 'cycle', 'used_kib': 458752, 'reason': '458752 kB swapped out, 109534249 kB MemAvailable'}
     assert F['node_swap_verdict'](meminfo, 'node-a', True) is None
     off = re.sub(r'(?m)^(SwapTotal|SwapFree):\s+\d+', r'\1: 0', meminfo)
     assert F['node_swap_verdict'](off, 'node-a', True).startswith('node-a: SwapTotal is 0 kB, but the lane requires')

@@ -382,7 +382,7 @@ OURS = "/etc/sysctl.d/99-zz-dgxspark-vllm.conf"
 
 def test_sysctl_apply_order_by_name_then_sysctl_conf_last():
     order = N.sysctl_apply_order(["/etc/sysctl.conf", "/usr/lib/sysctl.d/50-pid-max.conf", OURS,
-                                   "/etc/sysctl.d/99-sysctl.conf", "/etc/sysctl.d/50-pid-max.conf"])
+                                  "/etc/sysctl.d/99-sysctl.conf", "/etc/sysctl.d/50-pid-max.conf"])
     # /etc masks the same name in /usr/lib; 99-zz sorts after 99-sysctl; /etc/sysctl.conf last (sysctl --system)
     assert order == ["/etc/sysctl.d/50-pid-max.conf", "/etc/sysctl.d/99-sysctl.conf", OURS, "/etc/sysctl.conf"]
 

@@ -533,7 +533,7 @@ def test_two_shared_roce_subnets_choice_is_reported_with_its_reason():
                                 '(RoCE netdevs on every rank; 2 Up HCA rail(s) across the ranks); equal on every '
                                 'rule, the lower address wins')
     assert plan['info'][:1] == ['fabric subnet 172.31.5.0/29 chosen among 172.31.5.0/29, 172.31.5.8/29 (%s); pin '
-                            'rdma_fabric_cidr to choose another' % choice['reason']]
+                                'rdma_fabric_cidr to choose another' % choice['reason']]
 
 
 def test_pinned_cidr_chooses_only_inside_it():
