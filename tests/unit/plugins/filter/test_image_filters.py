@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.filter import image as f
 from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
 from tests.unit.conftest import read_fixture
+from tests.unit.plugins.module_utils.inspect_text import parse_image_inspect
 
 PROBE = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
 FP = im.compute_fingerprint(PROBE["files"], PROBE["packages"])
@@ -76,7 +77,7 @@ def test_the_shipped_sim_fix_file_passes_its_own_pin(fixture_path):
 
 
 def test_image_identity_filter_on_the_loaded_capture():
-    info = im.parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
     probe = {"present": True, "fingerprint": "f" * 64,
              "registry_digest": im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0")}
     filters = f.FilterModule().filters()

@@ -475,7 +475,7 @@ METRICS = "ghcr.io/lowlighter/metrics:v3.34"
 
 
 def _probe_from_inspect(text, reference, fingerprint="f" * 64):
-    info = im.parse_image_inspect(text)
+    info = parse_image_inspect(text)
     return {"present": True, "fingerprint": fingerprint,
             "registry_digest": im.registry_digest(info["repo_digests"], reference)}
 
