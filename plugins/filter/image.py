@@ -19,6 +19,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     check_fix_mounts,
     check_fix_source,
     compare_fingerprints,
+    compare_identity,
     hosts_needing_image,
     pick_peer_address,
 )
@@ -41,6 +42,13 @@ def image_digest_pin_errors(per_host, reference_host, reference, expected_digest
     try:
         return check_expected_digest(_mapping(per_host, "image_digest_pin_errors"), reference_host, reference,
                                      expected_digest)
+    except ImageError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def image_identity(per_host, reference_host, reference):
+    try:
+        return compare_identity(_mapping(per_host, "image_identity"), reference_host, reference)
     except ImageError as exc:
         raise AnsibleFilterError(str(exc))
 
@@ -86,6 +94,7 @@ class FilterModule(object):
             "image_fingerprint_compare": image_fingerprint_compare,
             "image_hosts_needing": image_hosts_needing,
             "image_digest_pin_errors": image_digest_pin_errors,
+            "image_identity": image_identity,
             "image_build_chain_errors": image_build_chain_errors,
             "kernel_fix_source_errors": kernel_fix_source_errors,
             "kernel_fix_image_errors": kernel_fix_image_errors,

@@ -33,7 +33,7 @@ def nccl_env_filter(facts, plan, host=None, fixed=None, overrides=None):
 
 
 def rdma_fabric_plan_filter(hosts_facts, ranks=None, topology='auto', interface=None, mtu=9000,
-                            master_addr=None, platform='spark', check_hostname=True):
+                            master_addr=None, platform='spark', check_hostname=True, fabric_cidr=None):
     if not isinstance(hosts_facts, dict) or not hosts_facts:
         raise AnsibleFilterError('rdma_fabric_plan: input must map each host to its rdma_facts')
     missing = sorted(h for h, f in hosts_facts.items() if not isinstance(f, dict) or 'hcas' not in f)
@@ -44,7 +44,7 @@ def rdma_fabric_plan_filter(hosts_facts, ranks=None, topology='auto', interface=
         return plan_fabric(_plain(hosts_facts), ranks=_plain(ranks), topology=topology or 'auto',
                            interface=interface or None, mtu=int(mtu) if mtu else None,
                            master_addr=master_addr or None, platform=platform or 'spark',
-                           check_hostname=bool(check_hostname))
+                           check_hostname=bool(check_hostname), fabric_cidr=fabric_cidr or None)
     except (RdmaError, ValueError) as e:
         raise AnsibleFilterError('rdma_fabric_plan: %s' % e)
 

@@ -16,6 +16,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     node_checks,
     parse_id,
     parse_meminfo,
+    swap_cycle_plan,
+    swap_verdict,
+    sysctl_effective_verdict,
+    sysctl_overrides,
     utilization_verdict,
     version_satisfies,
 )
@@ -65,6 +69,23 @@ def node_version_satisfies(version, spec):
     return _guard("node_version_satisfies", version_satisfies, str(version), str(spec))
 
 
+def node_sysctl_overrides(grep_text, host, key, want, ours):
+    return sysctl_overrides(str(host), str(key), want, str(ours), str(grep_text))
+
+
+def node_sysctl_effective_verdict(effective, host, key, want, applied):
+    return sysctl_effective_verdict(str(host), str(key), want, effective, bool(applied))
+
+
+def node_swap_verdict(meminfo_text, host, required):
+    return swap_verdict(str(host), parse_meminfo(str(meminfo_text)), bool(required))
+
+
+def node_swap_cycle_plan(meminfo_text):
+    action, used, reason = swap_cycle_plan(parse_meminfo(str(meminfo_text)))
+    return {"action": action, "used_kib": used, "reason": reason}
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -75,4 +96,8 @@ class FilterModule(object):
             "node_meminfo": node_meminfo,
             "node_parse_id": node_parse_id,
             "node_version_satisfies": node_version_satisfies,
+            "node_sysctl_overrides": node_sysctl_overrides,
+            "node_sysctl_effective_verdict": node_sysctl_effective_verdict,
+            "node_swap_verdict": node_swap_verdict,
+            "node_swap_cycle_plan": node_swap_cycle_plan,
         }

@@ -326,6 +326,46 @@ def check_expected_digest(per_host, reference_host, reference, expected_digest):
     return problems
 
 
+def compare_identity(per_host, reference_host, reference):
+    """Registry digests across ranks, whenever they exist (no lane pin needed), and which basis decided.
+
+    per_host: {host: probe} with present, fingerprint and registry_digest (the RepoDigests entry of the
+    reference's repository; None for an image that was built, loaded or streamed: `docker load` keeps no
+    RepoDigests). Every rank that carries a digest must carry the same one: one tag can name different
+    images on different nodes when they pulled at different times. The fingerprint comparison
+    (compare_fingerprints) runs as well, whatever the digests say.
+    Returns {basis, by_host, digests, problems}: by_host[host] is 'digest' (this rank's digest was
+    compared) or 'fingerprint' (no digest here: only the fingerprint proves its bits); basis is 'digest'
+    when every present rank was compared by digest, 'fingerprint' when none was, else 'digest+fingerprint'.
+    Source: operations spec C.7 ("record both the Id/RepoDigest and a content fingerprint").
+    """
+    present = dict((h, p or {}) for h, p in per_host.items() if (p or {}).get("present"))
+    digests = dict((h, p.get("registry_digest") or None) for h, p in present.items())
+    by_host = dict((h, "digest" if d else "fingerprint") for h, d in digests.items())
+    carried = sorted(h for h, d in digests.items() if d)
+    problems = []
+    if carried:
+        # the head is the source of the other ranks; without a digest there, the first rank that has one
+        anchor = reference_host if digests.get(reference_host) else carried[0]
+        want = digests[anchor]
+        for host in carried:
+            got = digests[host]
+            if host == anchor or got == want:
+                continue
+            same_bits = present[host].get("fingerprint") == present[anchor].get("fingerprint")
+            problems.append({
+                "host": host, "item": "registry_digest", "expected": want, "actual": got, "reference": anchor,
+                "msg": "%s: %s is %s here but %s on %s (fingerprints %s); the tag named different images when "
+                       "they were pulled. Fix: pull one digest on every rank (image.reference %s@%s) or "
+                       "re-run image_sync" % (host, reference, got, want, anchor,
+                                              "agree" if same_bits else "differ too", repo_name(reference),
+                                              want)})
+    kinds = set(by_host.values())
+    basis = "digest" if kinds == set(["digest"]) else "fingerprint" if kinds <= set(["fingerprint"]) \
+        else "digest+fingerprint"
+    return {"basis": basis, "by_host": by_host, "digests": digests, "problems": problems}
+
+
 # ---------------------------------------------------------------- build chain (mode build)
 
 _ARG_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -495,3 +495,110 @@ def cache_host_dirs(lane_spec):
                 dirs.add(host + value[len(ctr):])
                 break
     return sorted(dirs)
+
+
+# --- sysctl settings that hold across `sysctl --system` and reboots (issue 20) --------------
+
+# Directories systemd-sysctl reads, in precedence order: a file name in an earlier directory masks the
+# same name in a later one; all files then apply in lexicographic order of their names. procps'
+# `sysctl --system` reads the same directories and then /etc/sysctl.conf last (sysctl.d(5), sysctl(8)).
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
+SYSCTL_CONF = "/etc/sysctl.conf"
+
+
+def parse_sysctl_grep(text):
+    """``grep -H`` lines ``path:key = value`` -> [{path, key, value}] (key with '/' read as '.')."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue  # fixture header
+        path, sep, rest = line.partition(":")
+        if not sep or "=" not in rest:
+            continue
+        key, value = [p.strip() for p in rest.split("=", 1)]
+        key = key.lstrip("-").replace("/", ".")
+        out.append({"path": path, "key": key, "value": value})
+    return out
+
+
+def sysctl_apply_order(paths):
+    """The given sysctl files in the order they are applied; masked duplicates dropped."""
+    by_name = {}
+    conf = []
+    for path in paths:
+        if path == SYSCTL_CONF:
+            conf.append(path)
+            continue
+        directory, _sep, name = path.rpartition("/")
+        rank = SYSCTL_DIRS.index(directory) if directory in SYSCTL_DIRS else len(SYSCTL_DIRS)
+        if name not in by_name or rank < by_name[name][0]:
+            by_name[name] = (rank, path)
+    return [by_name[n][1] for n in sorted(by_name)] + conf[:1]
+
+
+def sysctl_overrides(host, key, want, ours, grep_text):
+    """Which file decides ``key`` after `sysctl --system` or a reboot, and what overrides ours.
+
+    grep_text: ``grep -H`` output over the sysctl files (every line that sets key).
+    Returns {decides, value, overrides: [{path, value}], sysctl_conf, errors}; ``sysctl_conf`` is the
+    /etc/sysctl.conf entry when it overrides (applied last by `sysctl --system`: no file name sorts
+    after it, so it must be edited), ``errors`` name host, file, both values and the fix.
+    """
+    rows = [r for r in parse_sysctl_grep(grep_text) if r["key"] == key]
+    order = sysctl_apply_order(sorted(set(r["path"] for r in rows) | set([ours])))
+    last = {}
+    for r in rows:
+        last[r["path"]] = r["value"]  # the last line of a file wins within it
+    applied = [p for p in order if p in last]
+    decides = applied[-1] if applied else None
+    after = order[order.index(ours) + 1:] if ours in order else []
+    overrides = [{"path": p, "value": last[p]} for p in after if p in last and last[p] != str(want)]
+    result = {"decides": decides, "value": last.get(decides), "overrides": overrides, "sysctl_conf": None,
+              "errors": []}
+    for o in overrides:
+        if o["path"] == SYSCTL_CONF:
+            result["sysctl_conf"] = o
+            continue
+        result["errors"].append(
+            "%s: %s sets %s = %s after %s (%s = %s), so the node gets %s after a reboot or `sysctl --system`. "
+            "Fix: remove the line from %s (keep a copy), or rename node_prep_sysctl_file so it sorts after it"
+            % (host, o["path"], key, o["value"], ours, key, want, o["value"], o["path"]))
+    return result
+
+
+def sysctl_effective_verdict(host, key, want, effective, applied):
+    """Compare the kernel's value (``sysctl -n``) with the one written; None when it holds.
+
+    applied false (simulated fleet: vm.* is not namespaced, the nodes share the build machine's
+    kernel) -> the effective value is reported, not judged.
+    """
+    effective = str(effective).strip()
+    if not applied or effective == str(want):
+        return None
+    return ("%s: the kernel's %s is %s but node_prep wrote %s; something set it after the file was applied. "
+            "Fix: find it (a later sysctl file, a tuned profile, a service), then re-run node_prep"
+            % (host, key, effective or "unreadable", want))
+
+
+def swap_verdict(host, meminfo, required):
+    """Refusal when the lane requires swap and SwapTotal is 0 (operations spec C.1); else None."""
+    total = meminfo.get("SwapTotal")
+    if not required or (total or 0) > 0:
+        return None
+    return ("%s: SwapTotal is %s kB, but the lane requires swap (without swap the worker is killed during the "
+            "MoE Marlin repack, operations spec C.1). Fix: set node_prep_swap_create: true (node_prep creates "
+            "a swap file), or enable the node's own swap (swapon -a), then re-run"
+            % (host, "unknown" if total is None else total))
+
+
+def swap_cycle_plan(meminfo):
+    """Whether the launch ritual cycles swap (swapoff -a && swapon -a): only when swap is in use,
+    and only when MemAvailable can take back what is swapped out. Returns (action, used_kib, reason)."""
+    total, free = meminfo.get("SwapTotal") or 0, meminfo.get("SwapFree") or 0
+    used, available = total - free, meminfo.get("MemAvailable") or 0
+    if total == 0 or used <= 0:
+        return "skip", max(used, 0), "no swap in use"
+    if used >= available:
+        return "refuse", used, ("%d kB swapped out but only %d kB MemAvailable: swapoff would fail or trigger the "
+                                "OOM killer" % (used, available))
+    return "cycle", used, "%d kB swapped out, %d kB MemAvailable" % (used, available)

@@ -80,6 +80,8 @@ def _link_netdev(item):
     dev['operstate'] = item.get('operstate')
     dev['mtu'] = item.get('mtu')
     dev['flags'] = list(item.get('flags') or [])
+    if item.get('link_type'):
+        dev['link_type'] = item['link_type']
     return dev
 
 
@@ -206,7 +208,7 @@ def merge_netdevs(*sources):
     for src in sources:
         for name, dev in (src or {}).items():
             cur = out.setdefault(name, _new_netdev(name))
-            for key in ('operstate', 'mtu'):
+            for key in ('operstate', 'mtu', 'link_type'):
                 if dev.get(key) is not None:
                     cur[key] = dev[key]
             if dev.get('flags'):
@@ -504,14 +506,71 @@ def check_nccl_log(host, seen, env):
 _NOT_RENDEZVOUS = re.compile(r'^(lo|docker\d*|br-.*|veth.*|virbr.*|cni.*|flannel.*|cali.*|tun.*|tap.*)$')
 
 
-def fabric_candidates(facts):
-    """Up HCAs whose netdev is UP with a usable IPv4: ``[{hca, netdev, ipv4, cidr}]``."""
+def fabric_candidates(facts, pin=None):
+    """Up HCAs whose netdev is UP with a usable IPv4: ``[{hca, netdev, ipv4, cidr}]``.
+
+    ``pin``: an ``ipaddress.IPv4Network`` (rdma_fabric_cidr); only addresses inside it count.
+    """
     out = []
     for h in facts.get('hcas') or []:
         dev = (facts.get('netdevs') or {}).get(h['netdev'])
         if h.get('state') == 'Up' and h.get('ipv4') and (dev is None or netdev_is_up(dev)):
-            out.append(h)
+            if pin is None or ipaddress.IPv4Address(h['ipv4']) in pin:
+                out.append(h)
     return out
+
+
+def is_roce_netdev(facts, netdev):
+    """An Ethernet netdev behind an HCA (RoCE), not IPoIB (``ib*`` / link_type infiniband, sample S03)."""
+    dev = (facts.get('netdevs') or {}).get(netdev) or {}
+    return dev.get('link_type', 'ether') != 'infiniband' and not re.match(r'^ib\d', netdev)
+
+
+def parse_fabric_cidr(value):
+    """``ipaddress.IPv4Network`` of the rdma_fabric_cidr pin, or None when empty; RdmaError otherwise."""
+    if value in (None, ''):
+        return None
+    try:
+        return ipaddress.IPv4Network(u'%s' % value, strict=True)
+    except ValueError as e:
+        raise RdmaError('rdma_fabric_cidr %r is not an IPv4 network in CIDR form (%s); write it as the fabric '
+                        'subnet, e.g. 10.10.0.0/24 (host bits zero), or leave it empty to discover' % (value, e))
+
+
+def rank_shared_subnets(hosts_facts, order, cands, shared):
+    """Order the fabric subnets every rank shares, best first, each with the reason it ranks there.
+
+    A sort by address alone lets any shared network win (an IPoIB or management subnet that happens
+    to sort first). Preference: RoCE netdevs on every rank, then more Up HCA rails in the subnet,
+    then not the subnet of a rank's host-name address (the management network), then address order.
+    Returns ``[(cidr, {roce, rails, management, reason})]``.
+    """
+    ranked = []
+    for c in shared:
+        ends = [(h, x) for h in order for x in cands[h] if x['cidr'] == c]
+        roce = all(any(is_roce_netdev(hosts_facts[h], x['netdev']) for hh, x in ends if hh == h) for h in order)
+        rails = len(ends)
+        net = ipaddress.IPv4Network(c)
+        mgmt = sorted(h for h in order for a in hosts_facts[h].get('hostname_ipv4') or []
+                      if _is_ipv4(a) and ipaddress.IPv4Address(a) in net)
+        ranked.append((c, {'roce': roce, 'rails': rails, 'management': mgmt}))
+    ranked.sort(key=lambda item: (not item[1]['roce'], -item[1]['rails'], bool(item[1]['management']),
+                                  ipaddress.IPv4Network(item[0])))
+    for i, (c, info) in enumerate(ranked):
+        facts = ['RoCE netdevs on every rank' if info['roce'] else 'not RoCE on every rank (IPoIB)',
+                 '%d Up HCA rail(s) across the ranks' % info['rails']]
+        if info['management']:
+            facts.append('host name of %s resolves into it (management)' % ', '.join(info['management']))
+        info['reason'] = '; '.join(facts)
+    return ranked
+
+
+def _is_ipv4(value):
+    try:
+        ipaddress.IPv4Address(u'%s' % value)
+        return True
+    except ValueError:
+        return False
 
 
 def _host_subnets(facts, exclude_netdevs=()):
@@ -577,23 +636,36 @@ def _rank_order(hosts_facts, ranks):
 
 
 def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=9000,
-                master_addr=None, platform='spark', check_hostname=True):
+                master_addr=None, platform='spark', check_hostname=True, fabric_cidr=None):
     """Classify the fabric across all ranks and choose the rendezvous network.
 
-    ``hosts_facts``: ``{host: rdma_facts}``; ``ranks``: ``{host: rank}`` (rank 0 = head).
-    Returns a plan dict; ``errors`` (each naming host, item, fix) and ``warnings`` are lists.
+    ``hosts_facts``: ``{host: rdma_facts}``; ``ranks``: ``{host: rank}`` (rank 0 = head);
+    ``fabric_cidr``: the operator's pin (rdma_fabric_cidr); discovery then looks only inside it.
+    Returns a plan dict; ``errors`` (each naming host, item, fix) and ``warnings`` are lists;
+    ``fabric_choice`` says which fabric subnet was chosen and why.
     """
     order = _rank_order(hosts_facts, ranks)
     if not order:
         raise RdmaError('no hosts given to the fabric plan')
+    pin = parse_fabric_cidr(fabric_cidr)
     head = order[0]
     errors, warnings, info = [], [], []
     plan = {'topology': None, 'head': head, 'ranks': order, 'fabric_cidrs': [],
             'rendezvous': None, 'master_addr': None, 'links': [], 'same_index_links': [],
-            'hosts': {}, 'errors': errors, 'warnings': warnings, 'info': info}
+            'hosts': {}, 'errors': errors, 'warnings': warnings, 'info': info,
+            'fabric_cidr_pin': str(pin) if pin else None, 'fabric_choice': None}
 
-    cands = dict((h, fabric_candidates(hosts_facts[h])) for h in order)
+    cands = dict((h, fabric_candidates(hosts_facts[h], pin)) for h in order)
     bare = [h for h in order if not cands[h]]
+    if pin is not None:
+        for h in bare:
+            outside = ['%s %s' % (x['netdev'], x['ipv4']) for x in fabric_candidates(hosts_facts[h])]
+            if outside:
+                errors.append('%s: no Up RoCE netdev has an address inside rdma_fabric_cidr %s (Up RoCE netdevs: '
+                              '%s); address a fabric port inside %s, or correct rdma_fabric_cidr'
+                              % (h, pin, ', '.join(outside), pin))
+    bare_all = bare
+    bare = [h for h in bare if not fabric_candidates(hosts_facts[h])]  # nothing at all, pin or not
     for h in bare:
         up = [x['hca'] for x in hosts_facts[h].get('hcas') or [] if x.get('state') == 'Up']
         # a port that holds its fabric address but went down (link or cable), named with its fix
@@ -614,7 +686,7 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
     pairs_ok = all(any(a in m and b in m for m in members.values())
                    for i, a in enumerate(order) for b in order[i + 1:])
 
-    if bare:
+    if bare_all:
         kind = 'none'
     elif topology == 'single_subnet' or (topology == 'auto' and shared):
         kind = 'single_subnet'
@@ -642,7 +714,29 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
                                   'complete ring: fix the cabling/addresses' % (a, b))
     plan['topology'] = kind
     if kind == 'single_subnet':
-        plan['fabric_cidrs'] = shared[:1] if shared else []
+        ranked = rank_shared_subnets(hosts_facts, order, cands, shared)
+        plan['fabric_cidrs'] = [ranked[0][0]] if ranked else []
+        if ranked:
+            cidr, why = ranked[0]
+            if pin is not None:
+                basis = 'pinned'
+                reason = 'inside rdma_fabric_cidr %s; %s' % (pin, why['reason'])
+            elif len(ranked) == 1:
+                basis = 'only shared subnet'
+                reason = 'the only Up RoCE subnet every rank shares; %s' % why['reason']
+            else:
+                def key(w):
+                    return (w['roce'], w['rails'], bool(w['management']))
+                tie = key(ranked[1][1]) == key(why)
+                basis = 'address order (tie)' if tie else 'preferred'
+                others = ', '.join('%s (%s)' % (c, w['reason']) for c, w in ranked[1:])
+                reason = '%s; over %s%s' % (why['reason'], others,
+                                            '; equal on every rule, the lower address wins' if tie else '')
+            plan['fabric_choice'] = {'cidr': cidr, 'basis': basis, 'reason': reason,
+                                     'considered': [c for c, _w in ranked]}
+            if len(ranked) > 1 and pin is None:
+                info.append('fabric subnet %s chosen among %s (%s); pin rdma_fabric_cidr to choose another'
+                            % (cidr, ', '.join(c for c, _w in ranked), reason))
     elif kind == 'ring':
         plan['fabric_cidrs'] = sorted((c for c in members if len(members[c]) >= 2),
                                       key=ipaddress.IPv4Network)
@@ -662,6 +756,12 @@ def plan_fabric(hosts_facts, ranks=None, topology='auto', interface=None, mtu=90
                                 'recable p0<->p1 as in the ring playbook (NCCL_IB_SUBNET_AWARE_ROUTING=1 is set)'
                                 % (c, ends[0]['host'], ends[0]['netdev'], ends[1]['host'], ends[1]['netdev'],
                                    pattern))
+        if plan['fabric_cidrs']:
+            plan['fabric_choice'] = {
+                'cidr': None, 'basis': 'pinned' if pin is not None else 'ring links',
+                'reason': 'ring: one subnet per cabled pair of Up RoCE netdevs%s'
+                          % (' inside rdma_fabric_cidr %s' % pin if pin is not None else ''),
+                'considered': list(plan['fabric_cidrs'])}
 
     _choose_rendezvous(plan, hosts_facts, order, interface, master_addr, errors)
     _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostname)
@@ -796,10 +896,16 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
     if mtus:
         values = set(m[2] for m in mtus)
         if len(values) > 1 or (mtu and values != set([mtu])):
-            target = mtu or max(v for v in values if v is not None)
-            errors.append('fabric MTU must be %s and equal on every rank: %s; set mtu %s on those netdevs '
-                          '(netplan/nmcli) and check with `ping -M do -s %d <peer>`'
-                          % (target, ', '.join('%s %s=%s' % m for m in mtus), target, target - 28))
+            known = [v for v in values if v is not None]
+            target = mtu or (max(known) if known else None)
+            # Name only the offenders, each with its value and the target; the others are fine.
+            bad = [m for m in mtus if m[2] != target]
+            errors.append('fabric MTU must be %s on every rank: %s. Fix: %s, persist it (netplan/nmcli) and '
+                          'check with `ping -M do -s %d <peer>`'
+                          % (target, ', '.join('%s %s has MTU %s (want %s)'
+                                               % (h, n, 'unknown' if v is None else v, target) for h, n, v in bad),
+                             '; '.join('on %s: ip link set dev %s mtu %s' % (h, n, target) for h, n, v in bad),
+                             (target or 1500) - 28))
     plan['mtus'] = dict(('%s %s' % (h, n), m) for h, n, m in mtus)
 
 

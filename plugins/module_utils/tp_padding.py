@@ -97,15 +97,29 @@ def get_dotted(data, key, default=_MISSING):
     return node
 
 
-def set_dotted(data, key, value):
-    """Set an existing dotted key in place (never creates levels: padding only edits what exists)."""
+def set_dotted(data, key, value, create=False):
+    """Set a dotted key in place. Never creates levels; creates the last key only with create=True."""
     parts = key.split(".")
     node = data
     for part in parts[:-1]:
         node = node[part]
-    if parts[-1] not in node:
+    if parts[-1] not in node and not create:
         raise KeyError(key)
     node[parts[-1]] = value
+
+
+# Keys the pad writes even when the released file lacks them, provided their parent dict exists.
+# The runtime reads text_config.linear_num_heads (KDA heads per rank); the reference pad script sets it
+# to the padded head count unconditionally (spec D.2). Only linear_attn_config.num_heads is conditional.
+WRITTEN_WHEN_ABSENT = ("text_config.linear_num_heads",)
+
+
+def creatable(config, key):
+    """True when key is written even if absent and its parent dict exists in config."""
+    if key not in WRITTEN_WHEN_ABSENT:
+        return False
+    parent = key.rsplit(".", 1)[0] if "." in key else None
+    return parent is None or isinstance(get_dotted(config, parent, None), dict)
 
 
 def _is_int(value):
@@ -148,13 +162,18 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
                  "state": STATE_ABSENT}
         keys[key] = entry
         if current is None:
+            if creatable(config, key):
+                entry["create"] = True  # decided below, once the geometry says whether tp pads at all
             continue  # e.g. linear_attn_config.num_heads only where that dict exists (spec D.2)
         if not _is_int(current) or not _is_int(released):
             raise PaddingError("%s: %s is %r, not an integer; this key cannot be padded" % (path, key, current))
         entry["candidate"] = candidate(key, released, tp)
         entry["state"] = None
     present = dict((k, v) for k, v in keys.items() if v["state"] != STATE_ABSENT)
+    created = dict((k, v) for k, v in keys.items() if v.get("create"))
     if not present:
+        for v in created.values():
+            v.pop("create")
         plan["action"] = "empty"
         return plan
 
@@ -169,7 +188,17 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         plan["drift"] = sorted(k for k, v in present.items() if v["current"] != v["original"])
         for v in present.values():
             v["state"] = STATE_AT_TARGET if v["current"] == v["original"] else STATE_INCONSISTENT
+        for v in created.values():
+            v.pop("create")  # tp divides: nothing is padded, so nothing is created either
         return plan
+
+    for key, v in created.items():
+        # Not in the released file: the lane's target is written as is (spec D.2, padded head count).
+        if v["target"] % tp:
+            raise PaddingError("%s: target %d for %s does not divide by tensor-parallel size %d; fix the lane's "
+                               "padding.config_targets (the padded head count, spec D.2)"
+                               % (path, v["target"], key, tp))
+        v["state"] = STATE_NEEDS_PAD
 
     problems = []
     for key, v in present.items():
@@ -203,7 +232,7 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         raise PaddingError("%s is padded inconsistently at tensor-parallel size %d: %s. Restore the released file "
                            "(cp %s.orig %s, if that backup is the released config) and run tp_config_pad again"
                            % (path, tp, "; ".join(sorted(problems)), path, path))
-    plan["action"] = "at_target" if states == set([STATE_AT_TARGET]) else "pad"
+    plan["action"] = "at_target" if states == set([STATE_AT_TARGET]) and not created else "pad"
     return plan
 
 
@@ -214,7 +243,7 @@ def apply_plan(config, plan):
         return changed
     for key, v in plan["keys"].items():
         if v["state"] == STATE_NEEDS_PAD:
-            set_dotted(config, key, v["target"])
+            set_dotted(config, key, v["target"], create=bool(v.get("create")))
             changed[key] = (v["current"], v["target"])
     return changed
 

@@ -376,8 +376,30 @@ def format_problems(problems, limit=10):
 
 # --------------------------------------------------------------------------- chat templates
 
-def chat_template_problems(root, require_mm=False, mm_marker=None):
-    """F13 / G14 / G15: a chat template must exist as a file or tokenizer_config key."""
+def vision_on(serve):
+    """Why the lane's serve block accepts images (a sentence naming the lane item), or None.
+
+    Vision is on when serve.limit_mm_per_prompt allows at least one image or video, or when
+    serve.chat_template names chat_template_mm.jinja (operations spec B.4, C.9).
+    """
+    serve = serve or {}
+    limits = serve.get("limit_mm_per_prompt") or {}
+    if isinstance(limits, dict):
+        for kind in sorted(limits):
+            value = limits[kind]
+            count = value.get("count") if isinstance(value, dict) else value
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                return "serve.limit_mm_per_prompt allows %s: %d" % (kind, count)
+    template = serve.get("chat_template") or ""
+    if isinstance(template, str) and template.rstrip("/").rsplit("/", 1)[-1] == CHAT_TEMPLATE_MM:
+        return "serve.chat_template is %s" % template
+    return None
+
+
+def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
+    """F13 / G14 / G15: a chat template must exist as a file or tokenizer_config key.
+
+    why: the reason the lane accepts images (vision_on), named in the refusal."""
     errors = []
     has_file = os.path.isfile(os.path.join(root, CHAT_TEMPLATE))
     has_key = False
@@ -399,9 +421,11 @@ def chat_template_problems(root, require_mm=False, mm_marker=None):
         mm = os.path.join(root, CHAT_TEMPLATE_MM)
         if not os.path.isfile(mm):
             errors.append(
-                "%s: %s missing; this lane accepts images and image requests return HTTP 500 without it "
+                "%s: %s missing; this lane accepts images%s and image requests return HTTP 500 without it "
                 "(operations spec C.9, G14). Fix: set model_weights_chat_template_mm_src to the vision "
-                "template so it is copied into the weights directory on the owner" % (root, CHAT_TEMPLATE_MM))
+                "template so it is copied into the weights directory on the owner%s"
+                % (root, CHAT_TEMPLATE_MM, " (%s)" % why if why else "",
+                   ", or turn vision off in the lane (serve.limit_mm_per_prompt image: 0)" if why else ""))
         elif mm_marker:
             with open(mm) as f:
                 if mm_marker not in f.read():

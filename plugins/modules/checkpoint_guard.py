@@ -51,9 +51,18 @@ options:
     type: bool
     default: true
   require_mm_template:
-    description: Require C(chat_template_mm.jinja) (lanes that accept images).
+    description:
+      - Require C(chat_template_mm.jinja) (lanes that accept images). Omitted - derived from O(lane_serve).
     type: bool
-    default: false
+  lane_serve:
+    description:
+      - The lane's C(serve) block. Vision is on when C(limit_mm_per_prompt) allows at least one image or video,
+        or C(chat_template) names C(chat_template_mm.jinja); then a missing C(chat_template_mm.jinja) in the
+        weights directory is refused before launch (image requests answer HTTP 500 otherwise, spec C.9, G14).
+    type: dict
+  node:
+    description: Inventory name of this host, prefixed to every refusal.
+    type: str
   mm_template_marker:
     description: A string the vision template must contain (L3 uses C(emit_image)); omit to skip.
     type: str
@@ -103,7 +112,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
     CONFIG, CONFIG_ORIG, HF_QUANT_CONFIG, INDEX, WeightsError, chat_template_problems, guard,
-    load_json)
+    load_json, vision_on)
 
 
 def _read_optional(path):
@@ -132,12 +141,18 @@ def run(params):
         config, hf_quant=hf_quant, weight_map=weight_map,
         lane_quantization=params["lane_quantization"], spec_method=params["spec_method"],
         allow_modelopt_attention=params["allow_modelopt_attention"], where=root)
-    if params["require_chat_template"] or params["require_mm_template"]:
-        templates = chat_template_problems(root, require_mm=params["require_mm_template"],
-                                           mm_marker=params["mm_template_marker"])
+    why = vision_on(params.get("lane_serve"))
+    require_mm = params["require_mm_template"]
+    if require_mm is None:
+        require_mm = why is not None
+    if params["require_chat_template"] or require_mm:
+        templates = chat_template_problems(root, require_mm=require_mm, mm_marker=params["mm_template_marker"],
+                                           why=why if require_mm else None)
         if not params["require_chat_template"]:
             templates = [t for t in templates if "chat_template_mm" in t]
         refusals.extend(templates)
+    if params.get("node"):
+        refusals = ["%s: %s" % (params["node"], r) for r in refusals]
     return verdict, refusals, warnings
 
 
@@ -149,7 +164,9 @@ def main():
             spec_method=dict(type="str"),
             allow_modelopt_attention=dict(type="bool", default=False),
             require_chat_template=dict(type="bool", default=True),
-            require_mm_template=dict(type="bool", default=False),
+            require_mm_template=dict(type="bool"),
+            lane_serve=dict(type="dict"),
+            node=dict(type="str"),
             mm_template_marker=dict(type="str"),
         ),
         supports_check_mode=True,

@@ -47,7 +47,10 @@ options:
       - Dotted key (for example C(text_config.linear_attn_config.num_heads)) to padded integer
         value, from the lane's C(padding.config_targets).
       - Keys missing from the file are skipped and reported with state C(absent) (spec D.2,
-        C(linear_attn_config.num_heads) only if that dict and key exist).
+        C(linear_attn_config.num_heads) only if that dict and key exist), except
+        C(text_config.linear_num_heads) - the runtime reads it, and the reference pad script writes the
+        padded head count whether or not the released file has it. It is created (plan C(create=true))
+        when C(text_config) exists and the tensor-parallel size needs padding; never at sizes that divide.
       - Every target must divide by I(tensor_parallel_size) and be at least the released value.
     type: dict
     required: true
@@ -120,13 +123,15 @@ action:
 plan:
   description: Per key - C(current) (on disk before this run), C(target), C(original) (released value,
     from the backup when it exists), C(candidate) (computed rule, for explanation only) and C(state)
-    (C(at_target), C(needs_pad), C(inconsistent) or C(absent)).
+    (C(at_target), C(needs_pad), C(inconsistent) or C(absent)); C(create=true) marks a key written although
+    the file lacks it (C(text_config.linear_num_heads)), whose C(current) and C(original) are null.
   returned: always
   type: dict
   sample:
     text_config.moe_intermediate_size: {current: 2048, target: 2112, original: 2048, candidate: 2112, state: needs_pad}
 changed_keys:
-  description: "Keys written (or that would be in check mode), as C({key: [before, after]})."
+  description: "Keys written (or that would be in check mode), as C({key: [before, after]}); before is null for a
+    created key."
   returned: always
   type: dict
 backup_file:
@@ -243,11 +248,12 @@ def main():
     result["changed"] = True
     result["changed_keys"] = dict((k, list(v)) for k, v in changed.items())
     result["backup_file"] = backup
-    result["msg"] = "padded %s (tp=%d)" % (", ".join("%s %s->%s" % (k, b, a) for k, (b, a) in changed.items()), tp)
+    result["msg"] = "padded %s (tp=%d)" % (", ".join("%s %s->%s" % (k, "absent" if b is None else b, a)
+                                                     for k, (b, a) in changed.items()), tp)
     if module._diff:
         result["diff"] = dict(
             before_header=path, after_header=path,
-            before=diff_lines((k, b) for k, (b, a) in changed.items()),
+            before=diff_lines((k, b) for k, (b, a) in changed.items() if b is not None),  # created: no line
             after=diff_lines((k, a) for k, (b, a) in changed.items()),
         )
     if module.check_mode:

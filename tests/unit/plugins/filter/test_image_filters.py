@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.filter import image as f
 from ansible_collections.dgxspark.vllm.plugins.module_utils import image as im
 from tests.unit.conftest import read_fixture
+from tests.unit.plugins.module_utils.inspect_text import parse_image_inspect
 
 PROBE = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
 FP = im.compute_fingerprint(PROBE["files"], PROBE["packages"])
@@ -23,7 +24,7 @@ def _host(**over):
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
         "image_build_chain_errors", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
-        "image_peer_address",
+        "image_identity", "image_peer_address",
         "kernel_fix_container_drift", "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
 
 
@@ -73,3 +74,14 @@ def test_the_shipped_sim_fix_file_passes_its_own_pin(fixture_path):
             "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
     assert f.kernel_fix_source_errors(item, hashlib.sha256(data).hexdigest(), data.decode(), "sim_cpu_tp2",
                                       "dgxspark-sim/vllm-cpu:0.32.0") == []
+
+
+def test_image_identity_filter_on_the_loaded_capture():
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    probe = {"present": True, "fingerprint": "f" * 64,
+             "registry_digest": im.registry_digest(info["repo_digests"], "dgxspark-sim/vllm-cpu:0.32.0")}
+    filters = f.FilterModule().filters()
+    out = filters["image_identity"]({"s0": probe, "s1": probe}, "s0", "dgxspark-sim/vllm-cpu:0.32.0")
+    assert out["basis"] == "fingerprint" and out["problems"] == []
+    with pytest.raises(AnsibleFilterError, match="expected a mapping host -> result"):
+        filters["image_identity"]([], "s0", "x")

@@ -95,9 +95,10 @@ def test_filter_errors_are_ansible_filter_errors():
                             'rank first')
     facts = {'node-a': fleet_facts('t2', 'node-a'), 'node-b': fleet_facts('t2', 'node-b')}
     plan = FILTERS['rdma_fabric_plan'](facts, ranks={'node-a': 0, 'node-b': 1}, mtu=9000)
-    assert plan['errors'] == ['fabric MTU must be 9000 and equal on every rank: node-a enp1s0f0np0=None, '
-                              'node-b enp1s0f0np0=None; set mtu 9000 on those netdevs (netplan/nmcli) and check '
-                              'with `ping -M do -s 8972 <peer>`']
+    assert plan['errors'] == ['fabric MTU must be 9000 on every rank: node-a enp1s0f0np0 has MTU unknown (want '
+                              '9000), node-b enp1s0f0np0 has MTU unknown (want 9000). Fix: on node-a: ip link set '
+                              'dev enp1s0f0np0 mtu 9000; on node-b: ip link set dev enp1s0f0np0 mtu 9000, persist it '
+                              '(netplan/nmcli) and check with `ping -M do -s 8972 <peer>`']
     with pytest.raises(AnsibleFilterError) as e:
         FILTERS['nccl_env'](facts['node-a'], plan, host='node-a')
     assert str(e.value).startswith('nccl_env: the fabric plan has errors: fabric MTU must be 9000')
@@ -115,3 +116,15 @@ def test_nccl_hca_parse_filter():
     with pytest.raises(AnsibleFilterError) as e:
         f('^')
     assert str(e.value) == 'nccl_hca_parse: NCCL_IB_HCA=^: empty or misplaced item \'\'; use "[^][=]dev[:port],dev..."'
+
+
+def test_plan_filter_fabric_cidr_pin_and_refusal():
+    facts = {'node-a': fleet_facts('t2', 'node-a', 'json'), 'node-b': fleet_facts('t2', 'node-b', 'json')}
+    plan = FILTERS['rdma_fabric_plan'](facts, ranks={'node-a': 0, 'node-b': 1}, mtu=9000,
+                                       fabric_cidr='192.168.192.0/24')
+    assert plan['errors'] == []
+    assert (plan['fabric_cidr_pin'], plan['fabric_cidrs'], plan['fabric_choice']['basis']) == \
+        ('192.168.192.0/24', ['192.168.192.0/24'], 'pinned')
+    with pytest.raises(AnsibleFilterError) as e:
+        FILTERS['rdma_fabric_plan'](facts, ranks={'node-a': 0, 'node-b': 1}, fabric_cidr='192.168.192.2/24')
+    assert str(e.value).startswith("rdma_fabric_plan: rdma_fabric_cidr '192.168.192.2/24' is not an IPv4 network")

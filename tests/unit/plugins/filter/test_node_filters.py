@@ -1,4 +1,6 @@
 """The node_* filters: wiring to module_utils and the errors they raise on bad input."""
+import re
+
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
@@ -16,7 +18,23 @@ def sim_lane():
 
 def test_filter_names_are_node_prefixed():
     assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo', 'node_parse_id',
-                         'node_preflight_checks', 'node_utilization_verdict', 'node_version_satisfies']
+                         'node_preflight_checks', 'node_swap_cycle_plan', 'node_swap_verdict',
+                         'node_sysctl_effective_verdict', 'node_sysctl_overrides', 'node_utilization_verdict',
+                         'node_version_satisfies']
+
+
+def test_memory_filters_on_the_f17_meminfo_and_the_sysctl_capture():
+    meminfo = read_fixture('node', 'f17-node-meminfo-constructed.txt')
+    assert F['node_swap_cycle_plan'](meminfo) == {
+        'action': 'cycle', 'used_kib': 458752, 'reason': '458752 kB swapped out, 109534249 kB MemAvailable'}
+    assert F['node_swap_verdict'](meminfo, 'node-a', True) is None
+    off = re.sub(r'(?m)^(SwapTotal|SwapFree):\s+\d+', r'\1: 0', meminfo)
+    assert F['node_swap_verdict'](off, 'node-a', True).startswith('node-a: SwapTotal is 0 kB, but the lane requires')
+    v = F['node_sysctl_overrides'](read_fixture('node', 'sysctl-swappiness-grep-overrides.txt'), 'node-a',
+                                   'vm.swappiness', 0, '/etc/sysctl.d/99-zz-dgxspark-vllm.conf')
+    assert v['sysctl_conf'] == {'path': '/etc/sysctl.conf', 'value': '60'} and len(v['errors']) == 1
+    assert F['node_sysctl_effective_verdict']('60', 'node-a', 'vm.swappiness', 0, True).startswith(
+        "node-a: the kernel's vm.swappiness is 60 but node_prep wrote 0")
 
 
 def test_sim_lane_disk_and_cache():

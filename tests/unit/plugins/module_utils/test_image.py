@@ -467,3 +467,70 @@ def test_fix_source_from_the_image_names_the_pattern_and_the_copy():
     text = "typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;\n"
     sha = hashlib.sha256(text.encode()).hexdigest()
     assert im.check_fix_source(dict(item, sha256=sha), sha, text, "tp3_dflash2") == []
+
+
+# ------------------------------------------------------------------ digests across ranks, no pin (issue 20)
+
+METRICS = "ghcr.io/lowlighter/metrics:v3.34"
+
+
+def _probe_from_inspect(text, reference, fingerprint="f" * 64):
+    info = parse_image_inspect(text)
+    return {"present": True, "fingerprint": fingerprint,
+            "registry_digest": im.registry_digest(info["repo_digests"], reference)}
+
+
+def test_identity_pulled_ranks_agree_by_digest():
+    text = read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt")
+    per_host = {"node-a": _probe_from_inspect(text, METRICS), "node-b": _probe_from_inspect(text, METRICS)}
+    out = im.compare_identity(per_host, "node-a", METRICS)
+    digest = "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
+    assert out == {"basis": "digest", "by_host": {"node-a": "digest", "node-b": "digest"},
+                   "digests": {"node-a": digest, "node-b": digest}, "problems": []}
+
+
+def test_identity_one_tag_two_images_refused_without_a_pin():
+    text = read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt")
+    moved = text.replace("257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65", "1" * 64)
+    per_host = {"node-a": _probe_from_inspect(text, METRICS), "node-b": _probe_from_inspect(moved, METRICS, "e" * 64)}
+    out = im.compare_identity(per_host, "node-a", METRICS)
+    assert out["basis"] == "digest"
+    assert [(p["host"], p["expected"], p["actual"], p["reference"]) for p in out["problems"]] == [
+        ("node-b", "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65", "sha256:" + "1" * 64,
+         "node-a")]
+    assert out["problems"][0]["msg"] == (
+        "node-b: ghcr.io/lowlighter/metrics:v3.34 is sha256:%s here but "
+        "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65 on node-a (fingerprints differ "
+        "too); the tag named different images when they were pulled. Fix: pull one digest on every rank "
+        "(image.reference ghcr.io/lowlighter/metrics@sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65) "
+        "or re-run image_sync" % ("1" * 64))
+    # no pin was needed: the pin check alone finds nothing
+    assert im.check_expected_digest(per_host, "node-a", METRICS, None) == []
+
+
+def test_identity_loaded_images_fall_back_to_the_fingerprint():
+    # docker load keeps no RepoDigests (capture of the sim's vllm-cpu image)
+    loaded = read_fixture("docker", "sim-vllm-cpu-image-inspect.json")
+    ref = "dgxspark-sim/vllm-cpu:0.32.0"
+    per_host = {"spark-sim-0": _probe_from_inspect(loaded, ref), "spark-sim-1": _probe_from_inspect(loaded, ref)}
+    out = im.compare_identity(per_host, "spark-sim-0", ref)
+    assert (out["basis"], out["by_host"], out["problems"]) == (
+        "fingerprint", {"spark-sim-0": "fingerprint", "spark-sim-1": "fingerprint"}, [])
+    # a head that pulled next to a worker that was streamed the image: mixed basis, nothing to refuse
+    pulled = read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt")
+    mixed = {"node-a": _probe_from_inspect(pulled, METRICS), "node-b": _probe_from_inspect(loaded, METRICS),
+             "node-c": {"present": False}}
+    out = im.compare_identity(mixed, "node-a", METRICS)
+    assert (out["basis"], out["by_host"], out["problems"]) == (
+        "digest+fingerprint", {"node-a": "digest", "node-b": "fingerprint"}, [])
+
+
+def test_identity_head_without_digest_anchors_on_the_first_pulled_rank():
+    text = read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt")
+    moved = text.replace("257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65", "2" * 64)
+    loaded = read_fixture("docker", "sim-vllm-cpu-image-inspect.json")
+    per_host = {"node-a": _probe_from_inspect(loaded, METRICS), "node-b": _probe_from_inspect(text, METRICS),
+                "node-c": _probe_from_inspect(moved, METRICS)}
+    out = im.compare_identity(per_host, "node-a", METRICS)
+    assert [(p["host"], p["reference"]) for p in out["problems"]] == [("node-c", "node-b")]
+    assert "(fingerprints agree)" in out["problems"][0]["msg"]

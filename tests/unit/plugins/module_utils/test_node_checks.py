@@ -373,3 +373,65 @@ def test_cache_dirs_from_lane_mounts_and_env():
         '/var/tmp/glm53-vllm-cache', '/var/tmp/glm53-vllm-cache/flashinfer', '/var/tmp/glm53-vllm-cache/huggingface',
         '/var/tmp/glm53-vllm-cache/tilelang', '/var/tmp/glm53-vllm-cache/triton']
     assert N.cache_host_dirs({}) == []
+
+
+# --- memory settings that hold (issue 20) ---------------------------------------------------
+
+OURS = "/etc/sysctl.d/99-zz-dgxspark-vllm.conf"
+
+
+def test_sysctl_apply_order_by_name_then_sysctl_conf_last():
+    order = N.sysctl_apply_order(["/etc/sysctl.conf", "/usr/lib/sysctl.d/50-pid-max.conf", OURS,
+                                  "/etc/sysctl.d/99-sysctl.conf", "/etc/sysctl.d/50-pid-max.conf"])
+    # /etc masks the same name in /usr/lib; 99-zz sorts after 99-sysctl; /etc/sysctl.conf last (sysctl --system)
+    assert order == ["/etc/sysctl.d/50-pid-max.conf", "/etc/sysctl.d/99-sysctl.conf", OURS, "/etc/sysctl.conf"]
+
+
+def test_sysctl_overrides_names_the_later_files():
+    text = read_fixture("node", "sysctl-swappiness-grep-overrides.txt")
+    v = N.sysctl_overrides("node-a", "vm.swappiness", 0, OURS, text)
+    assert (v["decides"], v["value"]) == ("/etc/sysctl.conf", "60")
+    assert v["overrides"] == [{"path": "/usr/lib/sysctl.d/99-zzz-vendor-tuning.conf", "value": "10"},
+                              {"path": "/etc/sysctl.conf", "value": "60"}]
+    assert v["sysctl_conf"] == {"path": "/etc/sysctl.conf", "value": "60"}
+    assert v["errors"] == [
+        "node-a: /usr/lib/sysctl.d/99-zzz-vendor-tuning.conf sets vm.swappiness = 10 after "
+        "/etc/sysctl.d/99-zz-dgxspark-vllm.conf (vm.swappiness = 0), so the node gets 10 after a reboot or "
+        "`sysctl --system`. Fix: remove the line from /usr/lib/sysctl.d/99-zzz-vendor-tuning.conf (keep a copy), "
+        "or rename node_prep_sysctl_file so it sorts after it"]
+    # the old name (60-) and 10-vendor sort before ours: ordering already fixes them
+    with_old_name = N.sysctl_overrides("node-a", "vm.swappiness", 0, "/etc/sysctl.d/60-dgxspark-vllm.conf", text)
+    assert [o["path"] for o in with_old_name["overrides"]] == [
+        "/etc/sysctl.d/99-sysctl.conf", "/usr/lib/sysctl.d/99-zzz-vendor-tuning.conf", "/etc/sysctl.conf"]
+
+
+def test_sysctl_overrides_after_the_fix_ours_decides():
+    lines = [l for l in read_fixture("node", "sysctl-swappiness-grep-overrides.txt").splitlines()
+             if "sysctl.conf:" not in l and "zzz-vendor" not in l]
+    v = N.sysctl_overrides("node-a", "vm.swappiness", 0, OURS, "\n".join(lines))
+    assert (v["decides"], v["value"], v["overrides"], v["errors"]) == (OURS, "0", [], [])
+
+
+def test_sysctl_effective_verdict():
+    assert N.sysctl_effective_verdict("node-a", "vm.swappiness", 0, "0\n", True) is None
+    assert N.sysctl_effective_verdict("node-a", "vm.swappiness", 0, "60\n", True) == (
+        "node-a: the kernel's vm.swappiness is 60 but node_prep wrote 0; something set it after the file was "
+        "applied. Fix: find it (a later sysctl file, a tuned profile, a service), then re-run node_prep")
+    # simulated fleet: apply is off (vm.* not namespaced), so the build machine's value is not judged
+    assert N.sysctl_effective_verdict("spark-sim-0", "vm.swappiness", 0, "60\n", False) is None
+
+
+def test_swap_verdict_and_cycle_on_the_f17_node():
+    meminfo = N.parse_meminfo(read_fixture("node", "f17-node-meminfo-constructed.txt"))
+    assert N.swap_verdict("node-a", meminfo, True) is None
+    # 16777216 - 16318464 kB swapped out, far below MemAvailable: cycle
+    assert N.swap_cycle_plan(meminfo) == ("cycle", 458752, "458752 kB swapped out, 109534249 kB MemAvailable")
+    off = dict(meminfo, SwapTotal=0, SwapFree=0)  # the same node with swap fully off
+    assert N.swap_verdict("node-a", off, False) is None
+    assert N.swap_verdict("node-a", off, True) == (
+        "node-a: SwapTotal is 0 kB, but the lane requires swap (without swap the worker is killed during the MoE "
+        "Marlin repack, operations spec C.1). Fix: set node_prep_swap_create: true (node_prep creates a swap file), "
+        "or enable the node's own swap (swapon -a), then re-run")
+    assert N.swap_cycle_plan(off) == ("skip", 0, "no swap in use")
+    tight = dict(meminfo, MemAvailable=400000)
+    assert N.swap_cycle_plan(tight)[0] == "refuse"

@@ -392,9 +392,11 @@ def test_mtu_s02_default_1500_reported_per_host():
     b = R.build_host_facts(R.parse_ibdev2netdev(ibdev), b_dev, {})
     plan = R.plan_fabric({'node-a': a, 'node-b': b}, ranks={'node-a': 0, 'node-b': 1}, platform='cpu')
     assert plan['topology'] == 'single_subnet'
-    assert plan['errors'] == ['fabric MTU must be 9000 and equal on every rank: node-a enp1s0f1np1=1500, '
-                              'node-b enp1s0f1np1=9000; set mtu 9000 on those netdevs (netplan/nmcli) and '
-                              'check with `ping -M do -s 8972 <peer>`']
+    # only the offender is named (node-b is at 9000), with both values and the command that fixes it
+    assert plan['errors'] == ['fabric MTU must be 9000 on every rank: node-a enp1s0f1np1 has MTU 1500 (want 9000). '
+                              'Fix: on node-a: ip link set dev enp1s0f1np1 mtu 9000, persist it (netplan/nmcli) '
+                              'and check with `ping -M do -s 8972 <peer>`']
+    assert plan['mtus'] == {'node-a enp1s0f1np1': 1500, 'node-b enp1s0f1np1': 9000}
 
 
 def test_hca_list_length_mismatch_single_subnet(tmp_path):
@@ -507,3 +509,104 @@ def test_s13_nccl_log_parse_and_match_with_rendered_env(tmp_path):
     assert R.check_nccl_log('node-a', seen['node-a'], stale) == [
         'node-a: NCCL bootstrap went over enp1s0f1np1:10.10.0.2, expected enP2p1s0f1np1:10.10.0.2',
         "node-a: NCCL used GID index 3, this host's table gives 4"]
+
+
+# ------------------------------------------------------------------ fabric subnet: pin and preference (issue 20)
+
+def twin_slash29_hosts():
+    # node-a is the capture (two twins of f0 on two /29s, management enP7s7); node-b mirrors it one address up.
+    ibdev = fx('ibdev2netdev', 'spark-node-cabled-f0-up.txt')
+    a = brief_host(ibdev, fx('ip', 'two-twin-slash29-node-a.ip-br-addr.txt'))
+    b = brief_host(ibdev, 'enP7s7 UP 192.0.2.101/23\nenp1s0f0np0 UP 172.31.5.2/29\nenp1s0f1np1 DOWN\n'
+                          'enP2p1s0f0np0 UP 172.31.5.10/29\n')
+    return {'node-a': a, 'node-b': b}
+
+
+def test_two_shared_roce_subnets_choice_is_reported_with_its_reason():
+    plan = R.plan_fabric(twin_slash29_hosts(), ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
+    assert plan['errors'] == []
+    assert plan['fabric_cidrs'] == ['172.31.5.0/29']
+    choice = plan['fabric_choice']
+    assert (choice['cidr'], choice['basis'], choice['considered']) == \
+        ('172.31.5.0/29', 'address order (tie)', ['172.31.5.0/29', '172.31.5.8/29'])
+    assert choice['reason'] == ('RoCE netdevs on every rank; 2 Up HCA rail(s) across the ranks; over 172.31.5.8/29 '
+                                '(RoCE netdevs on every rank; 2 Up HCA rail(s) across the ranks); equal on every '
+                                'rule, the lower address wins')
+    assert plan['info'][:1] == ['fabric subnet 172.31.5.0/29 chosen among 172.31.5.0/29, 172.31.5.8/29 (%s); pin '
+                                'rdma_fabric_cidr to choose another' % choice['reason']]
+
+
+def test_pinned_cidr_chooses_only_inside_it():
+    hosts = twin_slash29_hosts()
+    plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu',
+                         fabric_cidr='172.31.5.8/29')
+    assert plan['errors'] == []
+    assert (plan['fabric_cidr_pin'], plan['fabric_cidrs']) == ('172.31.5.8/29', ['172.31.5.8/29'])
+    assert plan['fabric_choice']['basis'] == 'pinned'
+    assert plan['fabric_choice']['reason'].startswith('inside rdma_fabric_cidr 172.31.5.8/29; RoCE netdevs')
+    assert plan['hosts']['node-a']['hcas'] == ['roceP2p1s0f0']
+    assert plan['master_addr'] == '172.31.5.9'
+    env = R.nccl_env(hosts['node-b'], plan, host='node-b')
+    assert (env['NCCL_IB_HCA'], env['NCCL_IB_ADDR_RANGE'], env['VLLM_HOST_IP'], env['GLOO_SOCKET_IFNAME']) == \
+        ('roceP2p1s0f0', '172.31.5.8/29', '172.31.5.10', 'enP2p1s0f0np0')
+
+
+def test_pin_without_an_address_inside_names_host_and_netdevs():
+    plan = R.plan_fabric(twin_slash29_hosts(), ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu',
+                         fabric_cidr='10.10.0.0/24')
+    assert plan['topology'] == 'none'
+    assert plan['errors'][:2] == [
+        'node-a: no Up RoCE netdev has an address inside rdma_fabric_cidr 10.10.0.0/24 (Up RoCE netdevs: '
+        'enp1s0f0np0 172.31.5.1, enP2p1s0f0np0 172.31.5.9); address a fabric port inside 10.10.0.0/24, or '
+        'correct rdma_fabric_cidr',
+        'node-b: no Up RoCE netdev has an address inside rdma_fabric_cidr 10.10.0.0/24 (Up RoCE netdevs: '
+        'enp1s0f0np0 172.31.5.2, enP2p1s0f0np0 172.31.5.10); address a fabric port inside 10.10.0.0/24, or '
+        'correct rdma_fabric_cidr']
+
+
+@pytest.mark.parametrize('value,fragment', [
+    ('172.31.5.1/29', 'has host bits set'),
+    ('banana', "Expected 4 octets in 'banana'"),
+    ('172.31.5.0/33', "'33' is not a valid netmask"),
+])
+def test_pin_malformed_refused(value, fragment):
+    with pytest.raises(R.RdmaError) as e:
+        R.plan_fabric(twin_slash29_hosts(), fabric_cidr=value)
+    assert str(e.value).startswith("rdma_fabric_cidr '%s' is not an IPv4 network in CIDR form (" % value)
+    assert fragment in str(e.value)
+    assert str(e.value).endswith('write it as the fabric subnet, e.g. 10.10.0.0/24 (host bits zero), or leave it '
+                                 'empty to discover')
+
+
+def test_ipoib_subnet_shared_by_every_rank_does_not_win_by_sort_order():
+    # S03 mixed host: ib1 (IPoIB, Up) and enp23s0f0 (RoCE, Up). 10.0.0.0/24 sorts first; the RoCE subnet wins.
+    ibdev = fx('ibdev2netdev', 'mellanox-server-mixed-ib-eth.txt')
+    hosts = dict(('node-%s' % n, brief_host(ibdev, 'ib1 UP 10.0.0.%d/24\nenp23s0f0 UP 192.168.50.%d/24\n' % (i, i)))
+                 for i, n in ((1, 'a'), (2, 'b')))
+    assert R.is_roce_netdev(hosts['node-a'], 'ib1') is False
+    assert R.is_roce_netdev(hosts['node-a'], 'enp23s0f0') is True
+    plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
+    assert plan['errors'] == []
+    assert plan['fabric_cidrs'] == ['192.168.50.0/24']
+    assert plan['fabric_choice']['considered'] == ['192.168.50.0/24', '10.0.0.0/24']
+    assert '10.0.0.0/24 (not RoCE on every rank (IPoIB)' in plan['fabric_choice']['reason']
+    assert (plan['rendezvous']['cidr'], plan['master_addr']) == ('192.168.50.0/24', '192.168.50.1')
+    assert plan['hosts']['node-b']['hcas'] == ['mlx5_2']
+
+
+def test_management_subnet_on_a_roce_port_does_not_win_by_sort_order():
+    # S01 outer port, both twins Up: one carries the management network the host names resolve into.
+    ibdev = fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt')
+    hosts = {}
+    for i, n in ((1, 'node-a'), (2, 'node-b')):
+        hosts[n] = brief_host(ibdev, 'enp1s0f1np1 UP 192.168.100.%d/24\nenP2p1s0f1np1 UP 10.0.0.%d/24\n' % (i, i))
+        hosts[n]['hostname'], hosts[n]['hostname_ipv4'] = n, ['10.0.0.%d' % i]
+    plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
+    assert plan['fabric_cidrs'] == ['192.168.100.0/24']
+    assert plan['fabric_choice']['reason'].endswith(
+        'over 10.0.0.0/24 (RoCE netdevs on every rank; 2 Up HCA rail(s) across the ranks; host name of node-a, '
+        'node-b resolves into it (management))')
+    # the single shared RoCE subnet needs no ranking: the basis says so
+    one = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu',
+                        fabric_cidr='10.0.0.0/24')
+    assert (one['fabric_cidrs'], one['fabric_choice']['basis']) == (['10.0.0.0/24'], 'pinned')

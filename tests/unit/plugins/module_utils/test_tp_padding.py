@@ -52,7 +52,19 @@ def test_dotted_get_set():
     tpp.set_dotted(cfg, "text_config.linear_attn_config.num_heads", 66)
     assert cfg["text_config"]["linear_attn_config"]["num_heads"] == 66
     with pytest.raises(KeyError):
-        tpp.set_dotted(cfg, "text_config.linear_num_heads", 66)  # padding never creates keys
+        tpp.set_dotted(cfg, "text_config.linear_num_heads", 66)  # only with create=True
+    tpp.set_dotted(cfg, "text_config.linear_num_heads", 66, create=True)
+    assert cfg["text_config"]["linear_num_heads"] == 66
+    with pytest.raises(KeyError):
+        tpp.set_dotted(cfg, "vision_config.linear_num_heads", 66, create=True)  # never creates levels
+
+
+def test_creatable_only_linear_num_heads_under_an_existing_text_config():
+    cfg = glm()
+    assert tpp.creatable(cfg, "text_config.linear_num_heads") is True
+    assert tpp.creatable(cfg, "text_config.linear_attn_config.num_heads") is False  # conditional (spec D.2)
+    assert tpp.creatable(cfg, "text_config.vocab_size") is False
+    assert tpp.creatable({"num_attention_heads": 4}, "text_config.linear_num_heads") is False
 
 
 def test_config_plan_states():
@@ -63,9 +75,14 @@ def test_config_plan_states():
     assert plan["action"] == "pad"
     assert plan["keys"]["text_config.num_attention_heads"] == {
         "current": 64, "target": 66, "original": 64, "candidate": 66, "state": "needs_pad"}
-    assert plan["keys"]["text_config.linear_num_heads"]["state"] == "absent"
+    # The released capture has no text_config.linear_num_heads; the runtime reads it, so it is written
+    # with the padded head count (spec D.2: unconditional, unlike linear_attn_config.num_heads).
+    assert plan["keys"]["text_config.linear_num_heads"] == {
+        "current": None, "target": 66, "original": None, "candidate": None, "state": "needs_pad", "create": True}
     assert tpp.apply_plan(cfg, plan) == {"text_config.num_attention_heads": (64, 66),
-                                         "text_config.moe_intermediate_size": (2048, 2112)}
+                                         "text_config.moe_intermediate_size": (2048, 2112),
+                                         "text_config.linear_num_heads": (None, 66)}
+    assert cfg["text_config"]["linear_num_heads"] == 66
     original = glm()
     again = tpp.config_plan(cfg, targets, 3, original=original)
     assert again["action"] == "at_target"
@@ -83,6 +100,35 @@ def test_config_plan_refusals():
     with pytest.raises(tpp.PaddingError, match="must be a positive integer"):
         tpp.config_plan(cfg, {"text_config.num_attention_heads": "66"}, 3)
     assert tpp.config_plan(cfg, {}, 3)["action"] == "empty"
+    with pytest.raises(tpp.PaddingError, match=r"target 64 for text_config.linear_num_heads does not divide by "
+                                               r"tensor-parallel size 3"):
+        tpp.config_plan(cfg, {"text_config.num_attention_heads": 66, "text_config.linear_num_heads": 64}, 3)
+
+
+def test_linear_num_heads_not_created_where_tp_divides_or_nothing_else_is_present():
+    targets = {"text_config.num_attention_heads": 66, "text_config.linear_num_heads": 66}
+    at2 = tpp.config_plan(glm(), targets, 2)
+    assert at2["action"] == "divides"
+    assert at2["keys"]["text_config.linear_num_heads"]["state"] == "absent"
+    assert "create" not in at2["keys"]["text_config.linear_num_heads"]
+    only = tpp.config_plan(glm(), {"text_config.linear_num_heads": 66}, 3)
+    assert only["action"] == "empty"
+
+
+def test_file_padded_before_linear_num_heads_was_written_gets_it_added():
+    # A file padded by an earlier release (every other key at target, backup present, key missing) is not
+    # refused as inconsistent: the missing key alone is written.
+    original = glm()
+    cfg = glm()
+    cfg["text_config"].update({"num_attention_heads": 66, "num_key_value_heads": 66, "moe_intermediate_size": 2112})
+    cfg["text_config"]["linear_attn_config"]["num_heads"] = 66
+    targets = {"text_config.num_attention_heads": 66, "text_config.num_key_value_heads": 66,
+               "text_config.linear_num_heads": 66, "text_config.linear_attn_config.num_heads": 66,
+               "text_config.moe_intermediate_size": 2112}
+    plan = tpp.config_plan(cfg, targets, 3, original=original)
+    assert plan["action"] == "pad"
+    assert tpp.apply_plan(cfg, plan) == {"text_config.linear_num_heads": (None, 66)}
+    assert tpp.config_plan(cfg, targets, 3, original=original)["action"] == "at_target"
 
 
 def test_divisibility():

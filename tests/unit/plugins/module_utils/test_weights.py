@@ -424,3 +424,19 @@ def test_exports_line_restricted_read_only():
     with pytest.raises(w.WeightsError, match="no client network"):
         w.exports_line("/x", [])
     assert w.NFS_MOUNT_OPTS == "vers=4.2,nconnect=8,rsize=1048576,wsize=1048576,hard"
+
+
+def test_vision_on_from_the_lane_files():
+    import yaml
+    from tests.unit.conftest import ROOT
+
+    def serve(name):
+        with open(os.path.join(ROOT, "lanes", name + ".yml")) as f:
+            return yaml.safe_load(f)["serve"]
+    assert w.vision_on(serve("tp2_dflash2")) == "serve.limit_mm_per_prompt allows image: 2"
+    assert w.vision_on(serve("tp2_mtp")) is None
+    assert w.vision_on(serve("sim_cpu_tp2")) is None
+    assert w.vision_on({"limit_mm_per_prompt": {"image": 0, "video": 0}}) is None
+    assert w.vision_on({"limit_mm_per_prompt": {"image": {"count": 1}}}) == "serve.limit_mm_per_prompt allows image: 1"
+    assert w.vision_on({"chat_template": "/models/x/chat_template_mm.jinja"}) == \
+        "serve.chat_template is /models/x/chat_template_mm.jinja"

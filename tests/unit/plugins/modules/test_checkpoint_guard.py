@@ -75,3 +75,38 @@ def test_mm_template_required_for_vision_lanes(tmp_path):
 def test_no_config(tmp_path):
     res, failed = run_module(checkpoint_guard.main, {"path": str(tmp_path)})
     assert failed and res["msg"] == "REFUSING: %s: no config.json; fetch or copy the checkpoint first" % tmp_path
+
+
+def _lane_serve(name):
+    import yaml
+    from tests.unit.conftest import ROOT
+    with open(os.path.join(ROOT, "lanes", name + ".yml")) as f:
+        return yaml.safe_load(f)["serve"]
+
+
+def test_vision_lane_without_mm_template_refused_before_launch(tmp_path):
+    # tp2_dflash2 allows 2 images per prompt: the weights directory must carry chat_template_mm.jinja (G14)
+    root = _dir(tmp_path, "redhat")
+    serve = _lane_serve("tp2_dflash2")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_serve": serve, "node": "node-a"})
+    assert failed
+    assert res["refusals"] == [
+        "node-a: %s: chat_template_mm.jinja missing; this lane accepts images (serve.limit_mm_per_prompt allows "
+        "image: 2) and image requests return HTTP 500 without it (operations spec C.9, G14). Fix: set "
+        "model_weights_chat_template_mm_src to the vision template so it is copied into the weights directory on "
+        "the owner, or turn vision off in the lane (serve.limit_mm_per_prompt image: 0)" % root]
+    # with the template in place the same lane passes
+    with open(os.path.join(root, "chat_template_mm.jinja"), "w") as f:
+        f.write("{{ messages }}\n")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_serve": serve, "node": "node-a"})
+    assert not failed and res["refusals"] == []
+
+
+def test_text_only_lane_needs_no_mm_template(tmp_path):
+    root = _dir(tmp_path, "redhat")
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_serve": _lane_serve("tp2_mtp")})
+    assert not failed and res["refusals"] == []
+    # an explicit model_weights_require_mm_template: true still wins over the lane
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_serve": _lane_serve("tp2_mtp"),
+                                                     "require_mm_template": True})
+    assert failed and "chat_template_mm.jinja missing; this lane accepts images and image" in res["msg"]

@@ -45,9 +45,13 @@ def test_tp3_pads_exact_values_and_keeps_everything_else(cfg):
     assert (tc["num_attention_heads"], tc["num_key_value_heads"], tc["linear_attn_config"]["num_heads"],
             tc["moe_intermediate_size"]) == (66, 66, 66, 2112)
     assert tc["vocab_size"] == 154880
-    # linear_num_heads is not in the capture: skipped, not created (spec D.2 "only if it exists").
-    assert "linear_num_heads" not in tc
-    assert result["plan"]["text_config.linear_num_heads"]["state"] == "absent"
+    # linear_num_heads is not in the capture; the runtime reads it, so it is created with the padded head
+    # count (spec D.2 writes it unconditionally), appended at the end of text_config.
+    assert "linear_num_heads" not in before["text_config"]
+    assert tc["linear_num_heads"] == 66
+    assert list(tc)[-1] == "linear_num_heads"
+    assert result["plan"]["text_config.linear_num_heads"]["create"] is True
+    assert "text_config.linear_num_heads absent->66" in result["msg"]
     # Every other key identical, order kept.
     for k in list(TP3_TARGETS) + ["text_config.linear_num_heads"]:
         parts = k.split(".")
@@ -57,13 +61,15 @@ def test_tp3_pads_exact_values_and_keeps_everything_else(cfg):
                 node = node[p]
             node.pop(parts[-1], None)
     assert after == before
-    assert list(json.loads(cfg.read_bytes())["text_config"]) == list(json.loads(released)["text_config"])
+    assert list(json.loads(cfg.read_bytes())["text_config"]) == \
+        list(json.loads(released)["text_config"]) + ["linear_num_heads"]
     # The backup is the released file, byte for byte; the new file is 0644.
     assert (cfg.parent / "config.json.orig").read_bytes() == released
     assert stat.S_IMODE(os.stat(str(cfg)).st_mode) == 0o644
     assert result["changed_keys"] == {
         "text_config.num_attention_heads": [64, 66], "text_config.num_key_value_heads": [64, 66],
-        "text_config.linear_attn_config.num_heads": [64, 66], "text_config.moe_intermediate_size": [2048, 2112]}
+        "text_config.linear_attn_config.num_heads": [64, 66], "text_config.moe_intermediate_size": [2048, 2112],
+        "text_config.linear_num_heads": [None, 66]}
     # Runtime companion: the four text_config keys at top level and in text_config (spec D.2, Y3 serve.sh).
     four = {"num_attention_heads": 66, "num_key_value_heads": 66, "linear_num_heads": 66,
             "moe_intermediate_size": 2112}
@@ -152,8 +158,9 @@ def test_check_mode_writes_nothing_and_diff(cfg):
     assert result["diff"]["before"] == (
         "text_config.num_attention_heads: 64\ntext_config.num_key_value_heads: 64\n"
         "text_config.linear_attn_config.num_heads: 64\ntext_config.moe_intermediate_size: 2048\n")
-    assert result["diff"]["after"] == (
+    assert result["diff"]["after"] == (  # linear_num_heads: created, so only on the after side
         "text_config.num_attention_heads: 66\ntext_config.num_key_value_heads: 66\n"
+        "text_config.linear_num_heads: 66\n"
         "text_config.linear_attn_config.num_heads: 66\ntext_config.moe_intermediate_size: 2112\n")
 
 
@@ -170,13 +177,32 @@ def test_without_linear_attn_config(cfg):
 
 
 def test_exact_resulting_json_tp3(cfg, fixture_path):
+    # Golden file: the released capture with the reference pad script's edits (spec D.2) made by hand,
+    # text_config.linear_num_heads included although the release lacks it.
     run(cfg, 3)
-    with open(fixture_path("model-configs", "glm-5.3-flash-config.json")) as f:
-        expected = json.load(f)
-    tc = expected["text_config"]
-    tc["num_attention_heads"] = tc["num_key_value_heads"] = tc["linear_attn_config"]["num_heads"] = 66
-    tc["moe_intermediate_size"] = 2112
-    assert cfg.read_text() == json.dumps(expected, indent=2) + "\n"
+    with open(fixture_path("model-configs", "glm-5.3-flash-config.tp3-padded.json")) as f:
+        golden = f.read()
+    assert json.loads(golden)["text_config"]["linear_num_heads"] == 66
+    assert cfg.read_text() == golden
+    result, failed = run(cfg, 3)
+    assert not failed and result["changed"] is False and result["action"] == "at_target"
+
+
+def test_guard_refuses_a_padded_file_without_linear_num_heads(cfg, fixture_path):
+    # Golden padded file minus the key: what an earlier release (or a hand pad) left. The guard refuses
+    # it; a pad run adds the key alone and keeps the backup.
+    shutil.copyfile(str(cfg), str(cfg) + ".orig")
+    with open(fixture_path("model-configs", "glm-5.3-flash-config.tp3-padded.json")) as f:
+        golden = f.read()
+    data = json.loads(golden)
+    del data["text_config"]["linear_num_heads"]
+    cfg.write_text(json.dumps(data, indent=2) + "\n")
+    result, failed = run(cfg, 3, guard=True)
+    assert failed
+    assert "text_config.linear_num_heads is None (needs 66)" in result["msg"]
+    result, failed = run(cfg, 3)
+    assert not failed and result["changed_keys"] == {"text_config.linear_num_heads": [None, 66]}
+    assert cfg.read_text() == golden
 
 
 def test_target_not_dividing_refused(cfg):
