@@ -132,3 +132,31 @@ def test_hf_token_with_whitespace_is_refused_unseen(tmp_path, secret):
 def test_glm_config_fixture_still_passes_the_object_check(tmp_path):
     """The real config capture is an object: the new check refuses nothing real."""
     assert isinstance(glm_config(), dict)
+
+
+# ---- class: empty or garbage command output (rdma_facts, node_facts parsers) ----------------------------------
+GARBAGE = ["<html><body>502 Bad Gateway</body></html>", "\x00\xff garbage ==> ??", "{}", "null"]
+
+
+@pytest.mark.parametrize("text", GARBAGE + [""], ids=["html", "binary", "object", "null", "empty"])
+def test_garbage_ip_json_output_is_named(text):
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.rdma import RdmaError, parse_ip_json_addr
+    with pytest.raises(RdmaError) as e:
+        parse_ip_json_addr(text)
+    assert str(e.value).startswith("ip -j addr output is not ")
+
+
+@pytest.mark.parametrize("text", GARBAGE, ids=["html", "binary", "object", "null"])
+def test_garbage_ibdev2netdev_output_is_named(text):
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.rdma import RdmaError, parse_ibdev2netdev
+    with pytest.raises(RdmaError) as e:
+        parse_ibdev2netdev(text)
+    assert str(e.value).startswith("ibdev2netdev line 1 is not '<hca> port <n> ==> <netdev> (Up|Down)'")
+
+
+@pytest.mark.parametrize("text", GARBAGE + [""], ids=["html", "binary", "object", "null", "empty"])
+def test_garbage_free_output_is_named(text):
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import NodeCheckError, parse_free
+    with pytest.raises(NodeCheckError) as e:
+        parse_free(text)
+    assert str(e.value) == "no 'Mem:' row in free output"
