@@ -1,12 +1,12 @@
 """Role variables of the wrong type or choice (-e) stop `site.yml --tags <role>` at the role's
 argument validation (roles/<role>/meta/argument_specs.yml), before any task reaches a node.
 
-The lane is valid (sim_cpu_tp2) so the preflight play passes; hosts are unreachable, so a task
-that tried to connect first would show UNREACHABLE instead of the refusal. CASES of vllm_ranks and
-vllm_health run through playbooks/serve.yml (the roles' own validation); under site.yml their tags
-also select the fabric discovery (rdma_fabric, read-only), which reaches the nodes, so site.yml
-validates their arguments in a no-connection play first (SITE_CASES). Ranges the argument specs
-cannot express are asserted at the start of the role, also without connection (RANGE_CASES).
+The lane is valid (sim_cpu_tp2) so the lane check passes; ssh is a recorder that must stay unused
+(conftest.py). Every playbook validates every role's arguments first, in playbooks/controller_checks.yml
+(each role's `arguments` entry point, tagged always), so the refusal comes before any play that
+connects whatever --tags are given (SITE_CASES: vllm_ranks / vllm_health under site.yml, whose tags also
+select the fabric discovery). Ranges the argument specs cannot express are asserted in the role's
+tasks/arguments.yml, also without connection (RANGE_CASES).
 """
 import pytest
 
@@ -39,8 +39,7 @@ CASES = [
 SERVE_ONLY = ("vllm_ranks", "vllm_health")
 
 # Run through site.yml: under --tags vllm_ranks / vllm_health, rdma_fabric's discovery and kernel_fix reach the
-# nodes before serve.yml runs these roles, so site.yml validates their arguments first, without connection
-# (the play "Preflight | role arguments of vllm_ranks and vllm_health" in playbooks/site.yml).
+# nodes before serve.yml runs these roles; playbooks/controller_checks.yml validates their arguments first.
 SITE_CASES = [
     ("ranks-state-under-site", "vllm_ranks", "vllm_ranks_state", "stopped",
      "value of vllm_ranks_state must be one of: started, absent, got: stopped"),
