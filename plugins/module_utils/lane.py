@@ -25,7 +25,6 @@ except ImportError:  # the controller's requirements.txt installs it
     HAS_JSONSCHEMA = False
 
 
-
 # --- Building blocks of LANE_SCHEMA (JSON Schema draft 2020-12) -------------------------------------
 # "x-hint" (our keyword, ignored by the validator) is the rule's source and the fix, appended to
 # every error about that key.
@@ -347,8 +346,8 @@ def _schema_messages(error):
     if kind == "maximum":
         return ["%s: %r is above the maximum %r%s" % (where, _plain(value), error.validator_value, hint)]
     if kind == "pattern":
-        return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint or
-                                                 "; use letters, digits and the separators the key allows")]
+        hint = hint or "; use letters, digits and the separators the key allows"
+        return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint)]
     if kind == "propertyNames":
         return ["%s: key %r is not a valid name (%s)" % (where, _plain(value), ENV_NAME)]
     # allOf/if-then and anything else: the validator's own words, with the path.
