@@ -116,11 +116,12 @@ TYPOS = {
 
 
 def test_misspelt_collection_variables_are_refused_with_did_you_mean(tmp_path):
-    cases = dict((host, {var: value}) for host, (var, value, _) in TYPOS.items())
+    cases = dict((host, {spec[0]: spec[1]}) for host, spec in TYPOS.items())
     inv = write_case_inventory(tmp_path, cases, {"vllm_lane": "sim_cpu_tp2"})
     # an -e typo too, and a tag that selects no role these variables belong to
     rc, out = run_playbook(inv, "site.yml", args=["--tags", "vllm_bench", "-e", "vllm_healt_ready_timeout_s=5"])
-    for host, (var, _, right) in TYPOS.items():
+    for host, (var, unused, right) in TYPOS.items():
+        assert unused is not None
         assert_refused_untouched(rc, out, "host %s: variable %s is unknown; did you mean %s? Rename or remove it "
                                           "(it would be ignored)" % (host, var, right))
     assert_refused_untouched(rc, out, "variable vllm_healt_ready_timeout_s is unknown; did you mean "

@@ -27,13 +27,11 @@ EXEMPT_ROLES = ("sim_fleet",)
 def _tasks(node):
     if isinstance(node, list):
         for item in node:
-            for task in _tasks(item):
-                yield task
+            yield from _tasks(item)
     elif isinstance(node, dict):
         if any(k in node for k in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers")):
             for key in ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers"):
-                for task in _tasks(node.get(key) or []):
-                    yield task
+                yield from _tasks(node.get(key) or [])
         else:
             yield node
 
