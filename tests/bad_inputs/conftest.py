@@ -25,7 +25,8 @@ def write_inventory(tmp_path, size, group_vars):
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
     gv = tmp_path / "group_vars" / "spark_cluster"
     gv.mkdir(parents=True)
-    (gv / "main.yml").write_text(yaml.safe_dump(group_vars))
+    # The deploy user (node_prep writes it into sudoers) is the SSH user; CI may have no $USER to default to.
+    (gv / "main.yml").write_text(yaml.safe_dump(dict({"ansible_user": "spark"}, **group_vars)))
     return str(tmp_path / "hosts.yml")
 
 
@@ -101,7 +102,8 @@ def write_case_inventory(tmp_path, cases, group_vars):
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
     gv = tmp_path / "group_vars" / "spark_cluster"
     gv.mkdir(parents=True)
-    (gv / "main.yml").write_text(yaml.safe_dump(group_vars))
+    # The deploy user (node_prep writes it into sudoers) is the SSH user; CI may have no $USER to default to.
+    (gv / "main.yml").write_text(yaml.safe_dump(dict({"ansible_user": "spark"}, **group_vars)))
     return str(tmp_path / "hosts.yml")
 
 
