@@ -44,10 +44,28 @@ def is_not_found(stderr):
 
 
 def load_inspect(text):
-    """`docker inspect` / `docker image inspect` stdout -> the first object, or None for `[]`."""
-    data = json.loads(text or "[]")
+    """`docker inspect` / `docker image inspect` stdout -> the first object, or None for `[]`.
+
+    Output that is empty, HTML, not JSON or not objects raises DockerError naming it (never a traceback).
+    """
+    stripped = (text or "").strip()
+    what = "docker inspect printed"
+    fix = "check the docker CLI on this node (docker version)"
+    if not stripped:
+        raise DockerError("%s nothing; %s" % (what, fix), 0, text, "%s nothing" % what)
+    if stripped[:1] == "<":
+        raise DockerError("%s HTML, not JSON (starts %r); %s" % (what, stripped[:40], fix), 0, text[:300],
+                          "%s HTML, not JSON (starts %r)" % (what, stripped[:40]))
+    try:
+        data = json.loads(stripped)
+    except ValueError as e:
+        raise DockerError("%s no JSON (%s; starts %r); %s" % (what, e, stripped[:40], fix), 0, text[:300],
+                          "%s no JSON (%s; starts %r)" % (what, e, stripped[:40]))
     if isinstance(data, list):
-        return data[0] if data else None
+        data = data[0] if data else None
+    if data is not None and not isinstance(data, dict):
+        raise DockerError("%s a JSON %s, not an object; %s" % (what, type(data).__name__, fix), 0, text[:300],
+                          "%s a JSON %s, not an object" % (what, type(data).__name__))
     return data
 
 

@@ -16,174 +16,270 @@ __metaclass__ = type
 import copy
 import re
 
-# Schema nodes: a dict maps key -> (types, required, extra); extra may hold 'choices',
-# 'min', 'max', 'schema' (nested dict schema), 'elements' (schema of list items),
-# 'open' (True: a dict whose keys are free, e.g. env maps), 'hint' (the rule's source and the fix,
-# appended to every error about that key).
-STR = (str,)
-INT = (int,)
-NUM = (int, float)
-BOOL = (bool,)
-DICT = (dict,)
-LIST = (list,)
-NONE = (type(None),)
+from ansible_collections.dgxspark.vllm.plugins.module_utils.render import lane_mount_targets, managed_flag, under_mount
+
+try:
+    import jsonschema
+    HAS_JSONSCHEMA = True
+except ImportError:  # the controller's requirements.txt installs it
+    HAS_JSONSCHEMA = False
+
+
+# --- Building blocks of LANE_SCHEMA (JSON Schema draft 2020-12) -------------------------------------
+# "x-hint" (our keyword, ignored by the validator) is the rule's source and the fix, appended to
+# every error about that key.
+
+# Absolute path with no ':' (docker -v reads it as a field separator) and no whitespace, no '..'.
+ABS_PATH = r"^/(?!.*(^|/)\.\.(/|$))[^:\s]*$"
+# Container, file and build stage names: Docker's container-name rule, also safe as a file name.
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+LANE_NAME = r"^[a-z0-9][a-z0-9_]{0,63}$"
+# An image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar).
+IMAGE_REF = (r"^(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+             r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+             r"(?:@sha256:[0-9a-f]{64})?$")
+# A memory size for docker --shm-size / --memory with an explicit unit (a bare number is read as bytes).
+MEM_SIZE = r"^[1-9][0-9]*(\.[0-9]+)?[kmgtKMGT]([iI]?[bB])?$"
+HF_REPO = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+TOKEN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 # How the engine image reaches the ranks (image_sync); the role's image_sync_mode adds "verify" and ""
 # (tests/unit/roles keep meta/argument_specs.yml in step with these two lists).
 DISTRIBUTION_MODES = ["pull", "registry", "stream", "build"]
 FANOUT_MODES = ["registry", "stream"]
 
-MODEL_SCHEMA = {
-    "repo_id": (STR, True, {}),
-    "revision": (STR, False, {}),
-    "allow_branch": (BOOL, False, {}),
-    "host_path": (STR, True, {}),
-    "container_path": (STR, True, {}),
-    "served_model_name": (STR, False, {}),
-    "quantization": (STR, False, {}),
-    "guard_mode": (STR + NONE, False, {}),
-    "heads_padding": (DICT + NONE, False, {"open": True}),
-    "size_gib": (NUM, False, {"min": 0}),
-}
+# KV-cache dtypes vLLM accepts for --kv-cache-dtype (vllm/config/cache.py CacheDType), plus
+# nvfp4_ds_mla, the NVFP4 MLA layout of the patched GB10 images (operations spec B.5 KV-dtype lanes).
+KV_CACHE_DTYPES = ["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla"]
+NVFP4_KV_DTYPES = ("nvfp4_ds_mla",)
+# The checkpoint's max_position_embeddings (1,048,576, GLM-5.3-Flash config.json); vLLM refuses a
+# longer max_model_len unless told to override the model's own limit.
+MAX_MODEL_LEN = 1048576
+# MTP runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4
+# (operations spec B.5); acceptance falls with every position, so k stays within 1..7.
+MTP_K_MAX = 7
+DFLASH_K_MAX = 7
 
-MOUNT_SCHEMA = {
-    "host": (STR, True, {}),
-    "container": (STR, True, {}),
-    "mode": (STR, False, {"choices": ["ro", "rw"]}),
-    "when_exists": (BOOL, False, {}),
-    "note": (STR, False, {}),
-}
 
-FIX_FILE_SCHEMA = {
-    "name": (STR, True, {}),
-    "src": (STR, True, {}),
-    "sha256": (STR, True, {}),
-    "container_path": (STR, True, {}),
-    "marker": (STR, False, {}),
+def _t(types, hint=None, **extra):
+    node = {"type": types}
+    if hint:
+        node["x-hint"] = hint
+    node.update(extra)
+    return node
+
+
+def _s(hint=None, **extra):
+    return _t("string", hint, **extra)
+
+
+def _path(what, nullable=False):
+    return _t(["string", "null"] if nullable else "string",
+              "%s: an absolute path without ':' or whitespace (docker -v reads ':' as a field separator)" % what,
+              pattern=ABS_PATH)
+
+
+def _obj(props, required=(), types="object", hint=None, **extra):
+    node = {"type": types, "properties": props, "additionalProperties": False}
+    if required:
+        node["required"] = list(required)
+    if hint:
+        node["x-hint"] = hint
+    node.update(extra)
+    return node
+
+
+def _list(items, types="array"):
+    return {"type": types, "items": items}
+
+
+def _map(values):
+    """A mapping with free keys (env maps, JSON-valued flags)."""
+    return {"type": "object", "additionalProperties": values}
+
+
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_BOOL = {"type": "boolean"}
+_ANY_MAP = {"type": "object"}
+_ANY_MAP_OR_NULL = {"type": ["object", "null"]}
+
+MODEL_SCHEMA = _obj({
+    "repo_id": _s("a Hugging Face repo id, owner/name", pattern=HF_REPO),
+    "revision": _s(pattern=r"^[A-Za-z0-9._/-]*$"),
+    "allow_branch": _BOOL,
+    "host_path": _path("host_path"),
+    "container_path": _path("container_path"),
+    "served_model_name": _s("letters, digits and . _ / -", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"),
+    "quantization": _s(pattern=TOKEN),
+    "guard_mode": _t(["string", "null"], pattern=TOKEN),
+    "heads_padding": _ANY_MAP_OR_NULL,
+    "size_gib": _t("number", minimum=0),
+}, required=("repo_id", "host_path", "container_path"))
+
+MOUNT_SCHEMA = _obj({
+    "host": _path("host"),
+    "container": _path("container"),
+    "mode": _s(enum=["ro", "rw"]),
+    "when_exists": _BOOL,
+    "note": _s(),
+}, required=("host", "container"))
+
+FIX_FILE_SCHEMA = _obj({
+    "name": _s("a file name: letters, digits and . _ - (no '/')", pattern=NAME),
+    "src": _s("a controller path, or image:<glob> for a file taken from the image", pattern=r"^\S+$"),
+    "sha256": _s("64 lowercase hex digits (sha256sum of src), or '' for a file taken from the image",
+                 pattern=r"^([0-9a-f]{64})?$"),
+    "container_path": _path("container_path"),
+    "marker": _s(),
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
     # applies to, and an explicit override of the "different version in the image" refusal.
-    "base_sha256": (STR + NONE, False, {}),
-    "images": (LIST, False, {"elements": STR}),
-    "override": (BOOL, False, {}),
-}
+    "base_sha256": _t(["string", "null"], pattern=r"^[0-9a-f]{64}$"),
+    "images": _list(_s(pattern=IMAGE_REF)),
+    "override": _BOOL,
+}, required=("name", "src", "sha256", "container_path"))
 
 # image.build.stages[]: one Dockerfile of the chain (operations spec C.7 build chain).
-BUILD_STAGE_SCHEMA = {
-    "name": (STR, True, {}),
-    "dockerfile": (STR, True, {"hint": "controller path, absolute or relative to the collection root"}),
-    "tag": (STR, True, {}),
-    "context": (STR, False, {"hint": "build context directory; default: the Dockerfile's directory"}),
-    "build_args": (DICT, False, {"open": True}),
-}
+BUILD_STAGE_SCHEMA = _obj({
+    "name": _s("a stage name: letters, digits and . _ -", pattern=NAME),
+    "dockerfile": _s("controller path, absolute or relative to the collection root", pattern=r"^[^:\s]+$"),
+    "tag": _s("an image reference, e.g. glm53:sm121-v12", pattern=IMAGE_REF),
+    "context": _s("build context directory; default: the Dockerfile's directory", pattern=r"^[^:\s]+$"),
+    "build_args": _map({"type": ["string", "integer", "number"]}),
+}, required=("name", "dockerfile", "tag"))
+
+_SPEC_HINT = ("k, the tokens drafted per step, must be an int >= 1 (operations spec B.5): the mtp lanes use 4, "
+              "dflash takes 1..7 (the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. "
+              "num_speculative_tokens: 7")
 
 # serve.speculative_config: rendered as --speculative-config '<JSON>' (operations spec B.5 forms).
 # Methods the lanes use: mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter).
-SPECULATIVE_SCHEMA = {
-    "method": (STR, True, {"choices": ["mtp", "dflash"], "hint": (
-        "operations spec B.5 knows mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter, lane "
-        "key 'drafter'); set one of them, or serve.speculative_config: null for no speculative decoding")}),
-    "num_speculative_tokens": (INT, False, {"min": 1, "hint": (
-        "k, the tokens drafted per step, must be an int >= 1 (operations spec B.5): the mtp lanes use 4, "
-        "dflash takes 1..7 (the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. "
-        "num_speculative_tokens: 7")}),
-    "model": (STR + NONE, False, {"hint": (
-        "the drafter's container_path for dflash, null for mtp (operations spec B.5)")}),
-}
+SPECULATIVE_SCHEMA = _obj({
+    "method": _s("operations spec B.5 knows mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter, "
+                 "lane key 'drafter'); set one of them, or serve.speculative_config: null for no speculative "
+                 "decoding", enum=["mtp", "dflash"]),
+    "num_speculative_tokens": _t("integer", _SPEC_HINT, minimum=1),
+    "model": _t(["string", "null"], "the drafter's container_path for dflash, null for mtp (operations spec B.5)",
+                pattern=ABS_PATH),
+}, required=("method",), types=["object", "null"], allOf=[
+    # Per method (operations spec B.5): mtp drafts with the checkpoint's own head, k in 1..7.
+    {"if": {"properties": {"method": {"const": "mtp"}}, "required": ["method"]},
+     "then": {"properties": {
+         "num_speculative_tokens": {"maximum": MTP_K_MAX, "x-hint": (
+             "mtp runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4, "
+             "acceptance falls with every position (operations spec B.5). Set num_speculative_tokens in 1..%d"
+             % MTP_K_MAX)},
+         "model": {"type": "null", "x-hint": "mtp drafts with the checkpoint's own head; set model: null"}}}},
+])
 
-LANE_SCHEMA = {
-    "name": (STR, True, {}),
-    "description": (STR, True, {}),
-    "platform": (STR, True, {"choices": ["spark", "cpu"]}),
-    "tensor_parallel_size": (INT, True, {"min": 1, "max": 8}),
-    "source": (STR, False, {}),
-    "image": (DICT, True, {"schema": {
-        "reference": (STR, True, {}),
-        "distribution": (STR, False, {"choices": DISTRIBUTION_MODES}),
-        "expected_digest": (STR + NONE, False, {}),
-        "expected_fingerprint": (STR + NONE, False, {}),
-        "fingerprint_files": (LIST, False, {"elements": STR}),
-        "fingerprint_packages": (LIST, False, {"elements": STR}),
-        "vllm_pkg_dir": (STR, False, {}),
-        "size_gib": (NUM, False, {"min": 0}),
+LANE_SCHEMA = _obj({
+    "name": _s("lowercase letters, digits and _ (it names the lane file)", pattern=LANE_NAME),
+    "description": _s(),
+    "platform": _s(enum=["spark", "cpu"]),
+    "tensor_parallel_size": _t("integer", minimum=1, maximum=8),
+    "source": _s(),
+    "allow_nvfp4_kv_dflash2_tp2": _t("boolean", (
+        "true accepts kv_cache_dtype nvfp4_ds_mla with dflash at tensor-parallel 2, which the TP2 report "
+        "found to kill rank 0 on prompts that need chunked prefill")),
+    "image": _obj({
+        "reference": _s("an image reference, e.g. ghcr.io/owner/name:tag", pattern=IMAGE_REF),
+        "distribution": _s(enum=DISTRIBUTION_MODES),
+        "expected_digest": _t(["string", "null"]),
+        "expected_fingerprint": _t(["string", "null"]),
+        "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
+        "fingerprint_packages": _list(_s(pattern=TOKEN)),
+        "vllm_pkg_dir": _path("vllm_pkg_dir"),
+        "size_gib": _t("number", minimum=0),
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)
-        "build": (DICT + NONE, False, {"schema": {
-            "stages": (LIST, True, {"elements": BUILD_STAGE_SCHEMA}),
-            "fanout": (STR, False, {"choices": FANOUT_MODES}),
-        }}),
-    }}),
-    "checkpoint": (DICT, True, {"schema": MODEL_SCHEMA}),
-    "drafter": (DICT + NONE, False, {"schema": MODEL_SCHEMA}),
-    "padding": (DICT, False, {"schema": {
-        "config_targets": (DICT, False, {"open": True}),
-        "hf_overrides": (BOOL, False, {}),
-    }}),
-    "fix_files": (LIST, False, {"elements": FIX_FILE_SCHEMA}),
-    "container": (DICT, True, {"schema": {
-        "name": (STR, True, {}),
-        "gpus": (STR + NONE, False, {}),
-        "network": (STR, False, {"choices": ["host"]}),
-        "ipc": (STR, False, {"choices": ["host", "private", "shareable"]}),
-        "shm_size": (STR, False, {}),
-        "memory": (STR + NONE, False, {}),
-        "restart": (STR, False, {"choices": ["no"]}),
-        "ulimits": (LIST, False, {"elements": STR}),
-        "cap_add": (LIST, False, {"elements": STR}),
-        "devices": (LIST, False, {"elements": STR}),
-        "mounts": (LIST, False, {"elements": MOUNT_SCHEMA}),
-        "env": (DICT, False, {"open": True}),
-        "entrypoint": (LIST + NONE, False, {"elements": STR}),
-        "cache_dir": (STR, False, {}),
-    }}),
-    "nccl": (DICT, False, {"open": True}),
-    "serve": (DICT, True, {"schema": {
-        "api_port": (INT, True, {"min": 1, "max": 65535}),
-        "master_port": (INT, True, {"min": 1, "max": 65535}),
-        "host": (STR, False, {}),
-        "max_model_len": (INT, True, {"min": 1}),
-        "max_num_seqs": (INT, False, {"min": 1}),
-        "max_num_batched_tokens": (INT + NONE, False, {"min": 1}),
-        "block_size": (INT + NONE, False, {"min": 1}),
-        "gpu_memory_utilization": (NUM + NONE, False, {"min": 0.05, "max": 0.99}),
-        "kv_cache_dtype": (STR + NONE, False, {}),
-        "kv_policy": (DICT, False, {"schema": {
-            "mode": (STR, True, {"choices": ["profiler", "pin"]}),
-            "bytes": (INT + NONE, False, {"min": 1}),
-            "concurrency": (NUM + NONE, False, {"min": 0}),
-            "bytes_per_token_per_rank": (INT + NUM + NONE, False, {"min": 0}),
+        "build": _obj({
+            "stages": _list(BUILD_STAGE_SCHEMA),
+            "fanout": _s(enum=FANOUT_MODES),
+        }, required=("stages",), types=["object", "null"]),
+    }, required=("reference",)),
+    "checkpoint": MODEL_SCHEMA,
+    "drafter": dict(MODEL_SCHEMA, type=["object", "null"]),
+    "padding": _obj({
+        "config_targets": _ANY_MAP,
+        "hf_overrides": _BOOL,
+    }),
+    "fix_files": _list(FIX_FILE_SCHEMA),
+    "container": _obj({
+        "name": _s("a container name: letters, digits and _ . - (Docker's rule)", pattern=NAME),
+        "gpus": _t(["string", "null"], pattern=r"^(all|[0-9]+|device=[0-9,]+)$"),
+        "network": _s(enum=["host"]),
+        "ipc": _s(enum=["host", "private", "shareable"]),
+        "shm_size": _s("a size with a unit, e.g. 32g (a bare number is bytes to docker)", pattern=MEM_SIZE),
+        "memory": _t(["string", "null"], "a size with a unit, e.g. 112g (a bare number is bytes to docker)",
+                     pattern=MEM_SIZE),
+        "restart": _s(enum=["no"]),
+        "ulimits": _list(_s("name=soft[:hard], e.g. memlock=-1", pattern=r"^[a-z]+=-?[0-9]+(:-?[0-9]+)?$")),
+        "cap_add": _list(_s("a capability name, e.g. IPC_LOCK", pattern=r"^[A-Z][A-Z_]*$")),
+        "devices": _list(_s("host path[:container path[:rwm]], absolute, no whitespace",
+                            pattern=r"^/[^:\s]+(:/[^:\s]+)?(:[rwm]{1,3})?$")),
+        "mounts": _list(MOUNT_SCHEMA),
+        "env": {"type": "object", "propertyNames": {"pattern": ENV_NAME}, "additionalProperties": _t(
+            ["string", "number"],
+            "write the value as a string, e.g. \"1\" (null would reach the container as 'None', a bool as 'True')")},
+        "entrypoint": _list(_s(pattern=r"^\S+$"), types=["array", "null"]),
+        "cache_dir": _path("cache_dir"),
+    }, required=("name",)),
+    "nccl": _ANY_MAP,
+    "serve": _obj({
+        "api_port": _t("integer", minimum=1, maximum=65535),
+        "master_port": _t("integer", minimum=1, maximum=65535),
+        "host": _s("an address to bind, e.g. 0.0.0.0", pattern=r"^[0-9A-Za-z.:-]+$"),
+        "max_model_len": _t("integer", (
+            "tokens per request; at most the checkpoint's max_position_embeddings %d" % MAX_MODEL_LEN),
+            minimum=1, maximum=MAX_MODEL_LEN),
+        "max_num_seqs": _t("integer", minimum=1),
+        "max_num_batched_tokens": _t(["integer", "null"], minimum=1),
+        "block_size": _t(["integer", "null"], minimum=1),
+        "gpu_memory_utilization": _t(["number", "null"], minimum=0.05, maximum=0.99),
+        "kv_cache_dtype": _t(["string", "null"], "the values vLLM's --kv-cache-dtype accepts; the lanes ship fp8_e4m3",
+                             enum=KV_CACHE_DTYPES + [None]),
+        "kv_policy": _obj({
+            "mode": _s(enum=["profiler", "pin"]),
+            "bytes": _t(["integer", "null"], minimum=1),
+            "concurrency": _t(["number", "null"], minimum=0),
+            "bytes_per_token_per_rank": _t(["number", "null"], minimum=0),
             # The CLI spelling: the launchers use the prefix --kv-cache-memory (spec B.4).
-            "flag": (STR, False, {"choices": ["--kv-cache-memory", "--kv-cache-memory-bytes"]}),
-            "note": (STR, False, {}),
-        }}),
-        "enforce_eager": (BOOL, False, {}),
-        "trust_remote_code": (BOOL, False, {}),
-        "speculative_config": (DICT + NONE, False, {"schema": SPECULATIVE_SCHEMA}),
-        "tool_call_parser": (STR + NONE, False, {}),
-        "enable_auto_tool_choice": (BOOL, False, {}),
-        "reasoning_parser": (STR + NONE, False, {}),
-        "default_chat_template_kwargs": (DICT + NONE, False, {"open": True}),
-        "chat_template": (STR + NONE, False, {}),
-        "extra_args": (LIST, False, {"elements": STR}),
+            "flag": _s(enum=["--kv-cache-memory", "--kv-cache-memory-bytes"]),
+            "note": _s(),
+        }, required=("mode",)),
+        "enforce_eager": _BOOL,
+        "trust_remote_code": _BOOL,
+        "speculative_config": SPECULATIVE_SCHEMA,
+        "tool_call_parser": _t(["string", "null"], pattern=TOKEN),
+        "enable_auto_tool_choice": _BOOL,
+        "reasoning_parser": _t(["string", "null"], pattern=TOKEN),
+        "default_chat_template_kwargs": _ANY_MAP_OR_NULL,
+        "chat_template": _path("chat_template (a path inside the container)", nullable=True),
+        "extra_args": _list({"type": "string"}),
         # Added for the seed lanes' launch lines (operations spec B.4/B.5, docs/lanes.md):
-        "api_args_on_workers": (BOOL, False, {}),
-        "pipeline_parallel_size": (INT + NONE, False, {"min": 1}),
-        "moe_backend": (STR + NONE, False, {}),
-        "compilation_config": (DICT + NONE, False, {"open": True}),
-        "limit_mm_per_prompt": (DICT + NONE, False, {"open": True}),
-        "mm_encoder_tp_mode": (STR + NONE, False, {"choices": ["data", "weights"]}),
-    }}),
-    "health": (DICT, False, {"schema": {
-        "ready_timeout_s": (INT, False, {"min": 1}),
-        "smoke_max_tokens": (INT, False, {"min": 1}),
-        "tool_smoke": (BOOL, False, {}),
-    }}),
-    "requirements": (DICT, False, {"schema": {
-        "swap_required": (BOOL, False, {}),
-        "driver_min": (INT + NONE, False, {"min": 0}),
-        "gpu_name": (STR + NONE, False, {}),
-        "disk_gib": (NUM + DICT, False, {"min": 0, "open": True}),
-        "mem_total_gib_min": (NUM + NONE, False, {"min": 0}),
-    }}),
-}
+        "api_args_on_workers": _BOOL,
+        "pipeline_parallel_size": _t(["integer", "null"], minimum=1),
+        "moe_backend": _t(["string", "null"], pattern=TOKEN),
+        "compilation_config": _ANY_MAP_OR_NULL,
+        "limit_mm_per_prompt": _ANY_MAP_OR_NULL,
+        "mm_encoder_tp_mode": _t(["string", "null"], enum=["data", "weights", None]),
+    }, required=("api_port", "master_port", "max_model_len")),
+    "health": _obj({
+        "ready_timeout_s": _t("integer", minimum=1),
+        "smoke_max_tokens": _t("integer", minimum=1),
+        "tool_smoke": _BOOL,
+    }),
+    "requirements": _obj({
+        "swap_required": _BOOL,
+        "driver_min": _t(["integer", "null"], minimum=0),
+        "gpu_name": _t(["string", "null"]),
+        "disk_gib": _t(["number", "object"], minimum=0),
+        "mem_total_gib_min": _t(["number", "null"], minimum=0),
+    }),
+}, required=("name", "description", "platform", "tensor_parallel_size", "image", "checkpoint", "container",
+             "serve"))
+
+_VALIDATOR = jsonschema.Draft202012Validator(LANE_SCHEMA) if HAS_JSONSCHEMA else None
 
 
 GIB = 1024 ** 3
@@ -203,57 +299,83 @@ def value_type(value):
     return type(value).__name__
 
 
-def _type_name(types):
-    names = {str: "str", int: "int", float: "float", bool: "bool", dict: "dict",
-             list: "list", type(None): "null"}
-    return " or ".join(names.get(t, t.__name__) for t in types)
+_JSON_TYPE_NAMES = {"string": "str", "integer": "int", "number": "int or float", "boolean": "bool",
+                    "object": "dict", "array": "list", "null": "null"}
 
 
-def _is_type(value, types):
-    # bool is an int in Python; a lane that says 'true' where a number belongs is an error.
-    if isinstance(value, bool) and bool not in types:
-        return False
-    return isinstance(value, types)
+def _where(path):
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += "[%d]" % part
+        else:
+            out += ("." if out else "") + str(part)
+    return out
 
 
-def _check(value, schema, path, errors):
-    for key in sorted(value):
-        if key not in schema:
-            errors.append("%s%s: unknown key (known: %s)" % (
-                path, key, ", ".join(sorted(schema))))
-    for key, (types, required, extra) in schema.items():
-        where = path + key
-        hint = "; " + extra["hint"] if extra.get("hint") else ""
-        if key not in value:
-            if required:
-                errors.append("%s: required key missing%s" % (where, hint))
+def _hint(schema):
+    return "; " + schema["x-hint"] if isinstance(schema, dict) and schema.get("x-hint") else ""
+
+
+def _schema_messages(error):
+    """One jsonschema error as our messages: key path, the value, the rule and the fix."""
+    path = list(error.absolute_path)
+    where = _where(path)
+    value = error.instance
+    kind = error.validator
+    hint = _hint(error.schema)
+    if kind == "required":
+        props = error.schema.get("properties") or {}
+        return ["%s: required key missing%s" % (_where(path + [key]), _hint(props.get(key)))
+                for key in error.validator_value if isinstance(value, dict) and key not in value]
+    if kind == "additionalProperties" and error.validator_value is False:
+        known = sorted(error.schema.get("properties") or {})
+        return ["%s: unknown key (known: %s)" % (_where(path + [key]), ", ".join(known))
+                for key in sorted(value) if key not in known]
+    if kind == "type":
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return ["%s: expected %s, got %s (%r)%s" % (
+            where, " or ".join(_JSON_TYPE_NAMES.get(t, t) for t in types), value_type(value), _plain(value), hint)]
+    if kind == "enum":
+        return ["%s: %r is not one of %s%s" % (
+            where, _plain(value), ", ".join(str(c) for c in error.validator_value if c is not None), hint)]
+    if kind == "const":
+        return ["%s: %r must be %r%s" % (where, _plain(value), error.validator_value, hint)]
+    if kind == "minimum":
+        return ["%s: %r is below the minimum %r%s" % (where, _plain(value), error.validator_value, hint)]
+    if kind == "maximum":
+        return ["%s: %r is above the maximum %r%s" % (where, _plain(value), error.validator_value, hint)]
+    if kind == "pattern":
+        hint = hint or "; use letters, digits and the separators the key allows"
+        return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint)]
+    if kind == "propertyNames":
+        return ["%s: key %r is not a valid name (%s)" % (where, _plain(value), ENV_NAME)]
+    # allOf/if-then and anything else: the validator's own words, with the path.
+    return ["%s: %s%s" % (where or "lane", error.message, hint)]
+
+
+def _plain(value):
+    """Builtin copy of a value for repr(): Ansible's tagged str/int subclasses print like the builtins."""
+    for t in (bool, int, float, str):
+        if isinstance(value, t):
+            return t(value)
+    if isinstance(value, dict):
+        return dict((_plain(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def schema_errors(lane):
+    """Errors of the lane against LANE_SCHEMA, sorted by key path."""
+    out = []
+    for error in sorted(_VALIDATOR.iter_errors(lane), key=lambda e: [str(p) for p in e.absolute_path]):
+        if error.validator in ("allOf", "if", "then"):
             continue
-        item = value[key]
-        if not _is_type(item, types):
-            errors.append("%s: expected %s, got %s (%r)%s" % (
-                where, _type_name(types), value_type(item), item, hint))
-            continue
-        if "choices" in extra and item not in extra["choices"]:
-            errors.append("%s: %r is not one of %s%s" % (
-                where, item, ", ".join(map(str, extra["choices"])), hint))
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            if "min" in extra and item < extra["min"]:
-                errors.append("%s: %r is below the minimum %r%s" % (where, item, extra["min"], hint))
-            if "max" in extra and item > extra["max"]:
-                errors.append("%s: %r is above the maximum %r%s" % (where, item, extra["max"], hint))
-        if isinstance(item, dict) and "schema" in extra:
-            _check(item, extra["schema"], where + ".", errors)
-        if isinstance(item, list) and "elements" in extra:
-            elements = extra["elements"]
-            for idx, element in enumerate(item):
-                if isinstance(elements, dict):
-                    if not isinstance(element, dict):
-                        errors.append("%s[%d]: expected dict, got %s" % (where, idx, value_type(element)))
-                    else:
-                        _check(element, elements, "%s[%d]." % (where, idx), errors)
-                elif not _is_type(element, elements):
-                    errors.append("%s[%d]: expected %s, got %s (%r)" % (
-                        where, idx, _type_name(elements), value_type(element), element))
+        for message in _schema_messages(error):
+            if message not in out:
+                out.append(message)
+    return out
 
 
 def deep_merge(base, override):
@@ -351,6 +473,25 @@ def _semantic_errors(lane):
                     "tensor_parallel_size", 1):
                 errors.append("%s.heads_padding.%s: %r must be an integer that divides by tensor_parallel_size %r"
                               % (where, key, value, lane.get("tensor_parallel_size")))
+    extra = serve.get("extra_args") or []
+    for idx, arg in enumerate(extra):
+        flag = managed_flag(arg)
+        if flag:
+            errors.append("serve.extra_args[%d]: %r repeats %s, which the renderer sets from the lane's own keys "
+                          "(docs/lanes.md); set the lane key instead and drop it from extra_args" % (idx, arg, flag))
+    template = serve.get("chat_template")
+    mounts = lane_mount_targets(lane)
+    if template and not under_mount(template, mounts):
+        errors.append("serve.chat_template: %r is under no directory the container mounts (%s); put the template in "
+                      "the checkpoint directory (%s/...) or add a container.mounts entry for it"
+                      % (template, ", ".join(mounts), (lane.get("checkpoint") or {}).get("container_path")))
+    kv_dtype = serve.get("kv_cache_dtype")
+    if kv_dtype in NVFP4_KV_DTYPES and method == "dflash" and lane.get("tensor_parallel_size") == 2 \
+            and lane.get("allow_nvfp4_kv_dflash2_tp2") is not True:
+        errors.append("serve.kv_cache_dtype: %s with speculative method dflash at tensor_parallel_size 2 kills the "
+                      "rank-0 worker on any prompt that needs chunked prefill (> ~3K tokens; TP2 report status table, "
+                      "operations spec B.5 KV-dtype lanes). Use kv_cache_dtype fp8_e4m3 (every lane ships it), or "
+                      "set allow_nvfp4_kv_dflash2_tp2: true to run it anyway" % kv_dtype)
     targets = (lane.get("padding") or {}).get("config_targets") or {}
     for key in sorted(targets):
         value = targets[key]
@@ -367,8 +508,10 @@ def validate_lane(lane, name=None):
     """Return a list of human-readable errors (empty when the lane is valid)."""
     if not isinstance(lane, dict):
         return ["lane %s: expected a mapping, got %s" % (name or "?", value_type(lane))]
-    errors = []
-    _check(lane, LANE_SCHEMA, "", errors)
+    if not HAS_JSONSCHEMA:
+        return ["lane %s: the controller lacks the Python package jsonschema; pip install -r requirements.txt"
+                % (name or "?")]
+    errors = schema_errors(lane)
     if name is not None and lane.get("name") not in (None, name):
         errors.append("name: %r does not match the lane file name %r" % (lane.get("name"), name))
     if not errors:

@@ -59,6 +59,59 @@ _API_KEY_SALT = b"dgxspark.vllm.api-key.v1"
 _SUGGESTION_RE = re.compile(r"Replace gpu_memory_utilization config with `?--kv-cache-memory=(\d+)`?")
 
 
+# Every flag _serve_args can emit, with vLLM's short aliases and --model: lane serve.extra_args must not
+# repeat one (vLLM keeps the last value silently, so the lane's own key would be overridden unseen).
+MANAGED_FLAGS = (
+    "--served-model-name", "--host", "--port", "--trust-remote-code", "--tensor-parallel-size", "-tp",
+    "--pipeline-parallel-size", "-pp", "--gpu-memory-utilization", "--max-model-len", "--max-num-seqs",
+    "--block-size", "--moe-backend", "--speculative-config", "--kv-cache-dtype", "--kv-cache-memory",
+    "--kv-cache-memory-bytes", "--enforce-eager", "--compilation-config", "-O", "--max-num-batched-tokens",
+    "--tool-call-parser", "--enable-auto-tool-choice", "--reasoning-parser", "--default-chat-template-kwargs",
+    "--chat-template", "--limit-mm-per-prompt", "--hf-overrides", "--mm-encoder-tp-mode",
+    "--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
+    "--model", "--api-key",
+)
+
+
+def managed_flag(arg):
+    """The managed flag an extra argument repeats, or None: '--max_model_len=8' -> '--max-model-len'.
+
+    vLLM's parser reads '_' as '-' in flag names and '--no-X' as the negation of a boolean '--X'.
+    """
+    if not isinstance(arg, str) or not arg.startswith("-"):
+        return None
+    flag = arg.split("=", 1)[0]
+    if flag.startswith("--"):
+        flag = "--" + flag[2:].replace("_", "-")
+    if flag.startswith("--no-") and "--" + flag[5:] in MANAGED_FLAGS:
+        return "--" + flag[5:]
+    if flag.startswith("-O") and flag != "-O" and not flag.startswith("--"):
+        return "-O"
+    return flag if flag in MANAGED_FLAGS else None
+
+
+def lane_mount_targets(lane):
+    """Container directories the lane itself mounts: checkpoint, drafter and container.mounts (spec B.2)."""
+    targets = []
+    for key in ("checkpoint", "drafter"):
+        model = lane.get(key) or {}
+        if model.get("container_path"):
+            targets.append(model["container_path"])
+    for item in (lane.get("container") or {}).get("mounts") or []:
+        if isinstance(item, dict) and item.get("container"):
+            targets.append(item["container"])
+    return targets
+
+
+def under_mount(path, targets):
+    """The mount target that holds path, or None."""
+    for target in targets:
+        base = target.rstrip("/") or "/"
+        if path == base or path.startswith(base.rstrip("/") + "/"):
+            return target
+    return None
+
+
 class RenderError(Exception):
     """Bad lane or host facts; the message names the item and the fix."""
 

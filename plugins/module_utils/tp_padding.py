@@ -329,12 +329,18 @@ def heads_plan(config, target_q, target_kv, tp, expect_q=None, expect_kv=None, p
     Returns {state, q, kv, target_q, target_kv, group, head_dim, hidden}; state is 'divides'
     (tp divides the released heads: leave the files alone), 'at_target' or 'pad'.
     """
+    if not isinstance(config, dict):
+        raise PaddingError("%s: the config is a JSON %s, not an object; restore the checkpoint's config.json"
+                           % (path, type(config).__name__))
     q = config.get("num_attention_heads")
     kv = config.get("num_key_value_heads", q)
     hidden = config.get("hidden_size")
     if not (_is_int(q) and _is_int(kv) and _is_int(hidden)):
         raise PaddingError("%s: num_attention_heads, num_key_value_heads and hidden_size must be integers "
                            "(got %r, %r, %r)" % (path, q, kv, hidden))
+    if q <= 0 or kv <= 0 or hidden <= 0:
+        raise PaddingError("%s: num_attention_heads %d, num_key_value_heads %d and hidden_size %d must be positive; "
+                           "the config is damaged, restore the checkpoint's config.json" % (path, q, kv, hidden))
     rkey, record = find_head_record(config)
     orig_q, orig_kv = q, kv
     if record is not None:
@@ -448,9 +454,19 @@ def read_header(path):
         (n,) = struct.unpack("<Q", raw)
         if n > 100 * 1024 * 1024:
             raise PaddingError("%s: not a safetensors file (header length %d)" % (path, n))
-        header = json.loads(f.read(n).decode("utf-8"))
+        blob = f.read(n)
+    try:
+        header = json.loads(blob.decode("utf-8"))
+    except ValueError as e:  # UnicodeDecodeError is a ValueError
+        raise PaddingError("%s: not a safetensors file: its %d-byte header is not JSON (%s); re-download the shard "
+                           "(model_weights) and check its sha256" % (path, n, e))
+    if not isinstance(header, dict):
+        raise PaddingError("%s: not a safetensors file: its header is a JSON %s, not an object; re-download the shard"
+                           % (path, type(header).__name__))
     meta = header.pop("__metadata__", None) or {}
     for name, info in header.items():
+        if not isinstance(info, dict):
+            raise PaddingError("%s: tensor %s has a malformed header entry %r; re-download the shard" % (path, name, info))
         if info.get("dtype") not in DTYPE_BYTES:
             raise PaddingError("%s: tensor %s has unsupported dtype %r" % (path, name, info.get("dtype")))
     return header, meta, 8 + n

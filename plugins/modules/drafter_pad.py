@@ -347,6 +347,9 @@ def main():
             config = json.loads(f.read().decode("utf-8"))
     except (IOError, OSError, ValueError) as e:
         module.fail_json(msg="%s: cannot read the checkpoint config (%s); check the lane's host_path" % (cfg_path, e))
+    if not isinstance(config, dict):
+        module.fail_json(msg="%s: a JSON %s, not an object; restore the drafter's config.json (the lane's "
+                             "drafter.host_path)" % (cfg_path, type(config).__name__))
 
     result = dict(changed=False, files=[], tensors=[], path=directory)
     todo = []

@@ -169,11 +169,15 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import (
 def _load(module, path):
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
+            data = json.loads(f.read().decode("utf-8"))
     except (IOError, OSError) as e:
         module.fail_json(msg="%s: cannot read (%s); check the lane's checkpoint.host_path" % (path, e))
     except ValueError as e:
-        module.fail_json(msg="%s: not valid JSON (%s)" % (path, e))
+        module.fail_json(msg="%s: not valid JSON (%s); restore the checkpoint's config.json" % (path, e))
+    if not isinstance(data, dict):
+        module.fail_json(msg="%s: a JSON %s, not an object; restore the checkpoint's config.json (the lane's "
+                             "checkpoint.host_path)" % (path, type(data).__name__))
+    return data
 
 
 def main():

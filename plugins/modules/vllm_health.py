@@ -256,6 +256,7 @@ from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact, secret_problem
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
@@ -411,7 +412,8 @@ def run_smoke(module):
         t0 = time.time()
         status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
         if status != 200:
-            msg = "chat completion returned HTTP %s: %s%s" % (status, (text or "")[:300], auth_hint(status, p["api_key"]))
+            msg = "chat completion returned HTTP %s: %s%s" % (
+                status, redact((text or "")[:300], p["api_key"]), auth_hint(status, p["api_key"]))
             verdict = {"ok": False, "action": "fail", "issue": "http_%s" % status, "msg": msg}
         else:
             verdict = H.evaluate_chat(parsed, p["reasoning_parser"])
@@ -435,7 +437,8 @@ def run_smoke(module):
                                          {"model": p["model"], "prompt": "1", "max_tokens": 1, "temperature": 0},
                                          p["http_timeout_s"], p["api_key"])
         canary = H.evaluate_canary(parsed) if status == 200 else {
-            "ok": False, "msg": "canary returned HTTP %s: %s%s" % (status, (text or "")[:300], auth_hint(status, p["api_key"]))}
+            "ok": False, "msg": "canary returned HTTP %s: %s%s" % (
+                status, redact((text or "")[:300], p["api_key"]), auth_hint(status, p["api_key"]))}
         canary["http_status"] = status
         result["canary"] = canary
         if not canary["ok"]:
@@ -565,6 +568,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    problem = secret_problem("api_key (vllm_api_key)", p["api_key"])
+    if problem:
+        module.fail_json(msg=problem)
     if p["poll_s"] <= 0 or p["timeout_s"] <= 0:
         module.fail_json(msg="timeout_s (%s) and poll_s (%s) must be positive seconds" % (p["timeout_s"], p["poll_s"]))
     if p["base_url"] and not p["base_url"].startswith(("http://", "https://")):

@@ -190,7 +190,10 @@ wait:
   type: str
 """
 
+import re
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import regex_problem
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
     DockerError,
@@ -233,6 +236,17 @@ def main():
     )
     p = module.params
     name, state, spec = p["name"], p["state"], p["spec"]
+    # Every input is checked before docker is called: a bad regex found after `docker run` would leave a
+    # started rank behind a failed task.
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", name):
+        module.fail_json(msg="rank %r: not a container name (letters, digits and _ . -, Docker's rule); fix the lane's "
+                             "container.name" % (name,))
+    problem = regex_problem("wait_regex", p["wait_regex"])
+    if problem:
+        module.fail_json(msg="rank %s: %s" % (name, problem))
+    if p["wait_timeout"] < 0 or p["wait_interval"] <= 0:
+        module.fail_json(msg="rank %s: wait_timeout (%s s) must be >= 0 and wait_interval (%s s) > 0"
+                             % (name, p["wait_timeout"], p["wait_interval"]))
     if state == "started":
         for key in ("image", "docker_argv", "mounts", "env", "labels", "command", "hashed"):
             if key not in spec:
@@ -242,6 +256,15 @@ def main():
             module.fail_json(msg="rank %s: the spec is for container %r; pass name=%s" % (name, spec["name"], spec["name"]))
         if HASH_LABEL not in spec["labels"]:
             module.fail_json(msg="rank %s: spec labels lack %s" % (name, HASH_LABEL))
+        for key, kind in (("docker_argv", list), ("mounts", list), ("env", dict), ("labels", dict), ("command", list),
+                          ("hashed", dict)):
+            if not isinstance(spec[key], kind):
+                module.fail_json(msg="rank %s: spec %s must be a %s, got %s; render it with the dgxspark.vllm.vllm_rank_spec "
+                                     "filter" % (name, key, kind.__name__, type(spec[key]).__name__))
+        bad_env = sorted(k for k, v in spec["env"].items() if v is None or isinstance(v, (bool, dict, list)))
+        if bad_env:
+            module.fail_json(msg="rank %s: spec env %s hold no string value (null would reach the container as 'None'); "
+                                 "fix container.env in the lane" % (name, ", ".join(bad_env)))
 
     def run(argv):
         return module.run_command(argv)

@@ -101,6 +101,7 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact, secret_problem
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
     DEFAULT_ALLOW_PATTERNS, WeightsError, fetch_marker, is_complete, snapshot_kwargs)
 
@@ -128,6 +129,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    problem = secret_problem("token (model_weights_hf_token)", p["token"])
+    if problem:
+        module.fail_json(msg=problem)
     try:
         kwargs = snapshot_kwargs(p["repo_id"], p["revision"], p["local_dir"], p["allow_patterns"],
                                  p["token"], p["max_workers"], p["allow_branch"])
@@ -143,8 +147,9 @@ def main():
     try:
         huggingface_hub.snapshot_download(**kwargs)
     except Exception as e:  # the hub raises many types; the message is what the user needs
+        # the hub's exception text may quote the request, token included: never print it
         module.fail_json(msg="snapshot_download of %s@%s into %s failed: %s" % (
-            p["repo_id"], kwargs["revision"], p["local_dir"], e), **result)
+            p["repo_id"], kwargs["revision"], p["local_dir"], redact(str(e), p["token"])), **result)
     with open(os.path.join(p["local_dir"], MARKER), "w") as f:
         json.dump(fetch_marker(p["repo_id"], kwargs["revision"]), f)
     module.exit_json(changed=True, fetched=True, **result)

@@ -1,7 +1,8 @@
 """Shared helpers for the bad-input suite (issue 11).
 
-Every inventory points at 192.0.2.0/24 (TEST-NET-1, unreachable): a check that reached a
-node would print UNREACHABLE instead of the refusal the case expects.
+Every inventory points at 198.18.250.0/24 (benchmark range, no node answers there) and ssh is replaced
+by a recorder (ANSIBLE_SSH_EXECUTABLE): a check that tried to reach a node leaves a line in its log, and
+assert_refused_untouched fails on it. The refusal must come before the first connection attempt.
 """
 import os
 import re
@@ -17,29 +18,55 @@ BIN = os.path.dirname(sys.executable)
 def write_inventory(tmp_path, size, group_vars):
     """A head (rank 0) and size-1 workers, all on unreachable addresses; returns hosts.yml path."""
     names = ["node-%s" % chr(ord("a") + i) for i in range(size)]
-    hosts = {n: {"vllm_rank": i, "ansible_host": "192.0.2.%d" % (10 + i)} for i, n in enumerate(names)}
+    hosts = {n: {"vllm_rank": i, "ansible_host": "198.18.250.%d" % (10 + i)} for i, n in enumerate(names)}
     inv = {"spark_cluster": {"children": {
         "vllm_head": {"hosts": {names[0]: hosts[names[0]]}},
         "vllm_workers": {"hosts": {n: hosts[n] for n in names[1:]} or None}}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
     gv = tmp_path / "group_vars" / "spark_cluster"
     gv.mkdir(parents=True)
-    (gv / "main.yml").write_text(yaml.safe_dump(group_vars))
+    # The deploy user (node_prep writes it into sudoers) is the SSH user; CI may have no $USER to default to.
+    (gv / "main.yml").write_text(yaml.safe_dump(dict({"ansible_user": "spark"}, **group_vars)))
     return str(tmp_path / "hosts.yml")
 
 
-def run_playbook(inventory, playbook, tags=None, extra_vars=None):
-    """Run ansible-playbook from the collection root; return (rc, whitespace-flattened output)."""
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook]
+SSH_RECORDER = """#!/bin/sh
+echo "$@" >> "%s"
+echo "ssh recorder: no node may be contacted in tests/bad_inputs" >&2
+exit 255
+"""
+
+
+def ssh_recorder(directory):
+    """An ssh stand-in that logs every call; returns (script path, log path)."""
+    log = os.path.join(str(directory), "ssh-calls.log")
+    script = os.path.join(str(directory), "ssh-recorder")
+    with open(script, "w") as f:
+        f.write(SSH_RECORDER % log)
+    os.chmod(script, 0o755)
+    return script, log
+
+
+def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=()):
+    """Run ansible-playbook from the collection root; return (rc, whitespace-flattened output).
+
+    A refusal that came after an SSH attempt is reported in the output as SSH_ATTEMPTED.
+    """
+    script, log = ssh_recorder(os.path.dirname(inventory))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook] + list(args)
     if tags:
         cmd += ["--tags", tags]
     for key, value in (extra_vars or {}).items():
         cmd += ["-e", "%s=%s" % (key, value)]
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_TIMEOUT="5",
-               PATH=BIN + os.pathsep + os.environ["PATH"])
+               ANSIBLE_SSH_EXECUTABLE=script, PATH=BIN + os.pathsep + os.environ["PATH"])
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     # The YAML callback doubles quotes inside single-quoted strings; undo it so messages read as written.
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).split()).replace("''", "'")
+    out = " ".join((proc.stdout + proc.stderr).split()).replace("''", "'")
+    if os.path.exists(log):
+        with open(log) as f:
+            out += " SSH_ATTEMPTED: " + " | ".join(f.read().splitlines())
+    return proc.returncode, out
 
 
 def assert_refused_untouched(rc, out, expected):
@@ -47,4 +74,43 @@ def assert_refused_untouched(rc, out, expected):
     assert rc != 0, out
     assert expected in out, out
     assert "UNREACHABLE" not in out and "unreachable=1" not in out, "a node was contacted:\n" + out
+    assert "SSH_ATTEMPTED" not in out, "ssh was run before the refusal:\n" + out
+    assert "Traceback" not in out, "a traceback instead of a message:\n" + out
     assert not re.search(r"changed=[1-9]", out), "something changed before the refusal:\n" + out
+
+
+def host_name(case):
+    """An inventory host name for a case id."""
+    return re.sub(r"[^a-z0-9-]", "-", case.lower())
+
+
+def write_case_inventory(tmp_path, cases, group_vars):
+    """One host per case (host vars = the case's variables), all in spark_cluster; returns hosts.yml path.
+
+    Used to check many values of one class in one ansible-playbook run: every host fails at the same task
+    with its own message (per-host variables), and any_errors_fatal stops the run right after that task.
+    """
+    names = [host_name(c) for c in cases]
+    hosts = {}
+    for i, (name, case) in enumerate(zip(names, cases)):
+        hvars = {"vllm_rank": i, "ansible_host": "198.18.%d.%d" % (250 + (10 + i) // 250, (10 + i) % 250)}
+        hvars.update(cases[case])
+        hosts[name] = hvars
+    inv = {"spark_cluster": {"children": {
+        "vllm_head": {"hosts": {names[0]: hosts[names[0]]}},
+        "vllm_workers": {"hosts": {n: hosts[n] for n in names[1:]} or None}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
+    gv = tmp_path / "group_vars" / "spark_cluster"
+    gv.mkdir(parents=True)
+    # The deploy user (node_prep writes it into sudoers) is the SSH user; CI may have no $USER to default to.
+    (gv / "main.yml").write_text(yaml.safe_dump(dict({"ansible_user": "spark"}, **group_vars)))
+    return str(tmp_path / "hosts.yml")
+
+
+def host_messages(out):
+    """{host: the text of its failure} from a flattened ansible-playbook output."""
+    blocks = {}
+    for match in re.finditer(r"fatal: \[([^\]]+)\]: FAILED! => (.*?)(?=fatal: \[|\[ERROR\]|NO MORE HOSTS|PLAY RECAP|$)",
+                             out):
+        blocks[match.group(1)] = match.group(2)
+    return blocks

@@ -1,12 +1,12 @@
 """Malformed `vllm_lane_overrides` are refused by playbooks/validate.yml before any node is touched.
 
-One ansible-playbook run per case; rules live in plugins/module_utils/lane.py (LANE_SCHEMA for
+All cases in one ansible-playbook run, one host per case (each host fails with its own message); rules live in plugins/module_utils/lane.py (LANE_SCHEMA for
 types/ranges/unknown keys, _semantic_errors for rules across keys). The expected text is the
 message the operator reads, so a reworded or lost rule fails here.
 """
 import pytest
 
-from .conftest import assert_refused_untouched, run_playbook, write_inventory
+from .conftest import assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory
 
 GIB = 1024 ** 3
 CPU2 = ("sim_cpu_tp2", 2)
@@ -161,14 +161,163 @@ CASES = [
 ]
 
 
-def _run(tmp_path, lane_hosts, overrides):
-    lane, hosts = lane_hosts
-    inv = write_inventory(tmp_path, hosts, {"vllm_lane": lane, "vllm_lane_overrides": overrides})
-    return run_playbook(inv, "playbooks/validate.yml")
+# Classes of issue 19: one schema (plugins/module_utils/lane.py LANE_SCHEMA, jsonschema) and its cross-key rules.
+MANAGED = "which the renderer sets from the lane's own keys (docs/lanes.md); set the lane key instead"
+SCHEMA_CASES = [
+    # kv-cache dtype: the values vLLM's --kv-cache-dtype accepts
+    ("kv-dtype-unknown", "kv-dtype", CPU2, {"serve": {"kv_cache_dtype": "int4"}},
+     "serve.kv_cache_dtype: 'int4' is not one of auto, bfloat16, fp8, fp8_e4m3"),
+    ("kv-dtype-case", "kv-dtype", CPU2, {"serve": {"kv_cache_dtype": "FP8"}},
+     "serve.kv_cache_dtype: 'FP8' is not one of auto"),
+    ("kv-dtype-int", "kv-dtype", CPU2, {"serve": {"kv_cache_dtype": 8}},
+     "serve.kv_cache_dtype: expected str or null, got int (8)"),
+    # max_model_len range
+    ("max-model-len-1e12", "max-model-len", CPU2, {"serve": {"max_model_len": 10 ** 12}},
+     "serve.max_model_len: 1000000000000 is above the maximum 1048576; tokens per request; at most the "
+     "checkpoint's max_position_embeddings 1048576"),
+    ("max-model-len-negative", "max-model-len", CPU2, {"serve": {"max_model_len": -512}},
+     "serve.max_model_len: -512 is below the minimum 1"),
+    ("max-model-len-float", "max-model-len", CPU2, {"serve": {"max_model_len": 512.5}},
+     "serve.max_model_len: expected int, got float (512.5)"),
+    ("max-model-len-string", "max-model-len", CPU2, {"serve": {"max_model_len": "32k"}},
+     "serve.max_model_len: expected int, got string ('32k')"),
+    # host and container paths: absolute, no ':' and no whitespace
+    ("host-path-relative", "path", CPU2, {"checkpoint": {"host_path": "models/tiny-glm"}},
+     "checkpoint.host_path: 'models/tiny-glm' does not match"),
+    ("host-path-colon", "path", CPU2, {"checkpoint": {"host_path": "/var/tmp/m:/etc"}},
+     "checkpoint.host_path: '/var/tmp/m:/etc' does not match ^/(?!.*(^|/)\\.\\.(/|$))[^:\\s]*$; host_path: an "
+     "absolute path without ':' or whitespace (docker -v reads ':' as a field separator)"),
+    ("host-path-space", "path", CPU2, {"checkpoint": {"host_path": "/var/tmp/my models"}},
+     "checkpoint.host_path: '/var/tmp/my models' does not match"),
+    ("host-path-dotdot", "path", CPU2, {"checkpoint": {"host_path": "/var/tmp/../../etc"}},
+     "checkpoint.host_path: '/var/tmp/../../etc' does not match"),
+    ("mount-host-named-volume", "path", CPU2, {"container": {"mounts": [{"host": "vllmcache", "container": "/c"}]}},
+     "container.mounts[0].host: 'vllmcache' does not match"),
+    ("mount-container-colon", "path", CPU2,
+     {"container": {"mounts": [{"host": "/var/tmp/c", "container": "/c:ro,z"}]}},
+     "container.mounts[0].container: '/c:ro,z' does not match"),
+    ("cache-dir-relative", "path", CPU2, {"container": {"cache_dir": "cache"}}, "container.cache_dir: 'cache' does not match"),
+    ("chat-template-relative", "path", CPU2, {"serve": {"chat_template": "chat.jinja"}},
+     "serve.chat_template: 'chat.jinja' does not match"),
+    # names that become container, file or image names
+    ("container-name-slash", "name", CPU2, {"container": {"name": "vllm/rank"}},
+     "container.name: 'vllm/rank' does not match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$; a container name"),
+    ("container-name-shell", "name", CPU2, {"container": {"name": "x;rm -rf /"}}, "container.name: 'x;rm -rf /' does not match"),
+    ("container-name-dash-first", "name", CPU2, {"container": {"name": "-v"}}, "container.name: '-v' does not match"),
+    ("fix-file-name-path", "name", CPU2, {"fix_files": [{"name": "../x.py", "src": "files/x.py", "sha256": "",
+                                                         "container_path": "/x.py"}]},
+     "fix_files[0].name: '../x.py' does not match"),
+    ("build-stage-name-subst", "name", CPU2, {"image": {"build": {"stages": [
+        {"name": "$(id)", "dockerfile": "d", "tag": "dgxspark-sim/vllm-cpu:0.32.0"}]}}},
+     "image.build.stages[0].name: '$(id)' does not match"),
+    ("image-ref-space", "name", CPU2, {"image": {"reference": "vllm cpu:1"}}, "image.reference: 'vllm cpu:1' does not match"),
+    ("image-ref-uppercase-path", "name", CPU2, {"image": {"reference": "Dgx/Vllm:1"}},
+     "image.reference: 'Dgx/Vllm:1' does not match"),
+    ("served-name-space", "name", CPU2, {"checkpoint": {"served_model_name": "tiny glm"}},
+     "checkpoint.served_model_name: 'tiny glm' does not match"),
+    # memory sizes need a unit
+    ("shm-size-no-unit", "mem-size", CPU2, {"container": {"shm_size": "1073741824"}},
+     "container.shm_size: '1073741824' does not match ^[1-9][0-9]*(\\.[0-9]+)?[kmgtKMGT]([iI]?[bB])?$; a size with a "
+     "unit, e.g. 32g (a bare number is bytes to docker)"),
+    ("shm-size-int", "mem-size", CPU2, {"container": {"shm_size": 32}}, "container.shm_size: expected str, got int (32)"),
+    ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' does not match"),
+    ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' does not match"),
+    # ports in range and distinct
+    ("api-port-zero", "port", CPU2, {"serve": {"api_port": 0}}, "serve.api_port: 0 is below the minimum 1"),
+    ("master-port-string", "port", CPU2, {"serve": {"master_port": "29501"}},
+     "serve.master_port: expected int, got string ('29501')"),
+    ("master-port-above", "port", CPU2, {"serve": {"master_port": 65536}},
+     "serve.master_port: 65536 is above the maximum 65535"),
+    ("ports-equal-29501", "port", CPU2, {"serve": {"api_port": 29501}},
+     "serve.master_port: equals serve.api_port (29501); the rendezvous needs its own port"),
+    # speculative config per method
+    ("mtp-k-100", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}},
+     "serve.speculative_config.num_speculative_tokens: 100 is above the maximum 7; mtp runs the checkpoint's single "
+     "MTP layer k times; the lanes ship k=4 and runs used 2..4, acceptance falls with every position (operations "
+     "spec B.5). Set num_speculative_tokens in 1..7"),
+    ("mtp-k-8", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 8}}},
+     "serve.speculative_config.num_speculative_tokens: 8 is above the maximum 7; mtp runs"),
+    ("mtp-with-drafter-model", "speculative", MTP2, {"serve": {"speculative_config": {"model": "/models/x"}}},
+     "serve.speculative_config.model: expected null, got string ('/models/x'); mtp drafts with the checkpoint's "
+     "own head; set model: null"),
+    ("dflash-k-100", "speculative", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}},
+     "serve.speculative_config.num_speculative_tokens: 100 is above 7"),
+    ("spec-method-missing", "speculative", MTP2, {"serve": {"speculative_config": {"method": None}}},
+     "serve.speculative_config.method: expected str, got null (None)"),
+    # env values
+    ("env-null", "env", CPU2, {"container": {"env": {"HF_HUB_OFFLINE": None}}},
+     "container.env.HF_HUB_OFFLINE: expected str or int or float, got null (None); write the value as a "
+     "string, e.g. \"1\" (null would reach the container as 'None', a bool as 'True')"),
+    ("env-bool", "env", CPU2, {"container": {"env": {"TORCH_COMPILE_DISABLE": True}}},
+     "container.env.TORCH_COMPILE_DISABLE: expected str or int or float, got bool (True)"),
+    ("env-list", "env", CPU2, {"container": {"env": {"X": ["a"]}}}, "container.env.X: expected str or int or float, got list"),
+    ("env-name-dash", "env", CPU2, {"container": {"env": {"MY-VAR": "1"}}}, "container.env: 'MY-VAR' does not match"),
+    # extra_args never repeat a managed flag
+    ("extra-max-model-len", "extra-args", CPU2, {"serve": {"extra_args": ["--max-model-len", "4096"]}},
+     "serve.extra_args[0]: '--max-model-len' repeats --max-model-len, " + MANAGED),
+    ("extra-underscore-equals", "extra-args", CPU2, {"serve": {"extra_args": ["--max_model_len=4096"]}},
+     "serve.extra_args[0]: '--max_model_len=4096' repeats --max-model-len"),
+    ("extra-tp-alias", "extra-args", CPU2, {"serve": {"extra_args": ["-tp", "4"]}}, "serve.extra_args[0]: '-tp' repeats -tp"),
+    ("extra-no-enforce-eager", "extra-args", CPU2, {"serve": {"extra_args": ["--no-enforce-eager"]}},
+     "serve.extra_args[0]: '--no-enforce-eager' repeats --enforce-eager"),
+    ("extra-master-port", "extra-args", CPU2, {"serve": {"extra_args": ["--swap-space", "4", "--master-port=1"]}},
+     "serve.extra_args[2]: '--master-port=1' repeats --master-port"),
+    ("extra-api-key", "extra-args", CPU2, {"serve": {"extra_args": ["--api-key", "sk"]}},
+     "serve.extra_args[0]: '--api-key' repeats --api-key"),
+    # chat template under a mounted path
+    ("chat-template-unmounted", "chat-template", CPU2, {"serve": {"chat_template": "/templates/chat.jinja"}},
+     "serve.chat_template: '/templates/chat.jinja' is under no directory the container mounts (/models/tiny-glm, "
+     "/cache); put the template in the checkpoint directory (/models/tiny-glm/...) or add a container.mounts entry "
+     "for it"),
+    ("chat-template-sibling-prefix", "chat-template", CPU2, {"serve": {"chat_template": "/models/tiny-glm2/t.jinja"}},
+     "serve.chat_template: '/models/tiny-glm2/t.jinja' is under no directory the container mounts"),
+    ("chat-template-drafter-gone", "chat-template", DF2, {"drafter": None, "serve": {
+        "speculative_config": None, "chat_template": "/models/dflash2-draft/t.jinja"}},
+     "serve.chat_template: '/models/dflash2-draft/t.jinja' is under no directory the container mounts"),
+    # NVFP4 KV cache with DFlash2 at TP2 (TP2 report status table)
+    ("nvfp4-kv-dflash2-tp2", "nvfp4-kv-dflash2-tp2", DF2, {"serve": {"kv_cache_dtype": "nvfp4_ds_mla"}},
+     "serve.kv_cache_dtype: nvfp4_ds_mla with speculative method dflash at tensor_parallel_size 2 kills the rank-0 "
+     "worker on any prompt that needs chunked prefill (> ~3K tokens; TP2 report status table, operations spec B.5 "
+     "KV-dtype lanes). Use kv_cache_dtype fp8_e4m3 (every lane ships it), or set allow_nvfp4_kv_dflash2_tp2: true "
+     "to run it anyway"),
+    ("nvfp4-kv-dflash2-tp2-allow-false", "nvfp4-kv-dflash2-tp2", DF2,
+     {"allow_nvfp4_kv_dflash2_tp2": False, "serve": {"kv_cache_dtype": "nvfp4_ds_mla"}},
+     "serve.kv_cache_dtype: nvfp4_ds_mla with speculative method dflash at tensor_parallel_size 2 kills"),
+    ("nvfp4-allow-string", "nvfp4-kv-dflash2-tp2", DF2,
+     {"allow_nvfp4_kv_dflash2_tp2": "yes", "serve": {"kv_cache_dtype": "nvfp4_ds_mla"}},
+     "allow_nvfp4_kv_dflash2_tp2: expected bool, got string ('yes')"),
+]
+ALL_CASES = [(c[0], "earlier", c[1], c[2], c[3]) for c in CASES] + SCHEMA_CASES
 
 
-@pytest.mark.parametrize("case,lane_hosts,overrides,expected", CASES, ids=[c[0] for c in CASES])
-def test_bad_override_is_refused(tmp_path, case, lane_hosts, overrides, expected):
-    rc, out = _run(tmp_path, lane_hosts, overrides)
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Every case in one ansible-playbook run: one host per case, each with its own lane and overrides."""
+    tmp = tmp_path_factory.mktemp("lane-overrides")
+    cases = dict((c[0], {"vllm_lane": c[2][0], "vllm_lane_overrides": c[3]}) for c in ALL_CASES)
+    inv = write_case_inventory(tmp, cases, {"vllm_lane": "sim_cpu_tp2"})
+    rc, out = run_playbook(inv, "playbooks/validate.yml")
+    return rc, out, host_messages(out)
+
+
+@pytest.mark.parametrize("case,klass,lane_hosts,overrides,expected", ALL_CASES, ids=[c[0] for c in ALL_CASES])
+def test_bad_override_is_refused(batch, case, klass, lane_hosts, overrides, expected):
+    rc, out, messages = batch
     assert_refused_untouched(rc, out, expected)
-    assert "the lane is invalid (fix the lane file or vllm_lane_overrides)" in out
+    mine = messages.get(host_name(case), "")
+    assert "host %s: the lane is invalid (fix the lane file or vllm_lane_overrides)" % host_name(case) in mine, mine
+    assert expected in mine, mine
+
+
+def test_allowed_nvfp4_kv_with_dflash2_at_tp2_and_the_other_sizes_pass(tmp_path):
+    """The lane flag lets the known-broken combination through; at TP3/TP4 it is not refused at all."""
+    cases = {
+        "allowed-tp2": {"vllm_lane": "tp2_dflash2", "vllm_lane_overrides": {
+            "allow_nvfp4_kv_dflash2_tp2": True, "serve": {"kv_cache_dtype": "nvfp4_ds_mla"}}},
+        "tp3-dflash2": {"vllm_lane": "tp3_dflash2", "vllm_lane_overrides": {"serve": {"kv_cache_dtype": "nvfp4_ds_mla"}}},
+    }
+    inv = write_case_inventory(tmp_path, cases, {"vllm_lane": "tp2_dflash2"})
+    rc, out = run_playbook(inv, "playbooks/validate.yml")
+    # Both lanes pass the schema; the run then stops at the layout (two lanes in one group), on the controller.
+    assert_refused_untouched(rc, out, "use another vllm_lane than")
+    assert "the lane is invalid" not in out, out

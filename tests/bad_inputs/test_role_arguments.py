@@ -1,16 +1,16 @@
 """Role variables of the wrong type or choice (-e) stop `site.yml --tags <role>` at the role's
 argument validation (roles/<role>/meta/argument_specs.yml), before any task reaches a node.
 
-The lane is valid (sim_cpu_tp2) so the preflight play passes; hosts are unreachable, so a task
-that tried to connect first would show UNREACHABLE instead of the refusal. CASES of vllm_ranks and
-vllm_health run through playbooks/serve.yml (the roles' own validation); under site.yml their tags
-also select the fabric discovery (rdma_fabric, read-only), which reaches the nodes, so site.yml
-validates their arguments in a no-connection play first (SITE_CASES). Ranges the argument specs
-cannot express are asserted at the start of the role, also without connection (RANGE_CASES).
+The lane is valid (sim_cpu_tp2) so the lane check passes; ssh is a recorder that must stay unused
+(conftest.py). Every playbook validates every role's arguments first, in playbooks/controller_checks.yml
+(each role's `arguments` entry point, tagged always), so the refusal comes before any play that
+connects whatever --tags are given (SITE_CASES: vllm_ranks / vllm_health under site.yml, whose tags also
+select the fabric discovery). Ranges the argument specs cannot express are asserted in the role's
+tasks/arguments.yml, also without connection (RANGE_CASES).
 """
 import pytest
 
-from .conftest import assert_refused_untouched, run_playbook, write_inventory
+from .conftest import assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory, write_inventory
 
 # (id, role tag, variable, value, expected message fragment); playbook site.yml unless in SERVE_ONLY
 CASES = [
@@ -39,8 +39,7 @@ CASES = [
 SERVE_ONLY = ("vllm_ranks", "vllm_health")
 
 # Run through site.yml: under --tags vllm_ranks / vllm_health, rdma_fabric's discovery and kernel_fix reach the
-# nodes before serve.yml runs these roles, so site.yml validates their arguments first, without connection
-# (the play "Preflight | role arguments of vllm_ranks and vllm_health" in playbooks/site.yml).
+# nodes before serve.yml runs these roles; playbooks/controller_checks.yml validates their arguments first.
 SITE_CASES = [
     ("ranks-state-under-site", "vllm_ranks", "vllm_ranks_state", "stopped",
      "value of vllm_ranks_state must be one of: started, absent, got: stopped"),
@@ -97,3 +96,28 @@ def test_out_of_range_variable_is_refused(tmp_path, case, tag, var, value, expec
     rc, out = _run(tmp_path, tag, var, value)
     assert_refused_untouched(rc, out, expected)
     assert "host node-a: " + expected in out, out
+
+
+# Names node_prep writes into sudoers and /etc/fstab (tasks/arguments.yml): one host per value, one run
+# (8 hosts: the lane's tensor_parallel_size is overridden to 8 so the rank layout passes).
+SUDOERS_FSTAB = {
+    "user-with-space": {"node_prep_deploy_user": "spark ALL=(ALL) NOPASSWD: ALL"},
+    "user-newline": {"node_prep_deploy_user": "spark\nroot"},
+    "tee-relative": {"node_prep_tee_path": "tee"},
+    "tee-comma": {"node_prep_tee_path": "/usr/bin/tee, /bin/sh"},
+    "sudoers-dot": {"node_prep_sudoers_file": "/etc/sudoers.d/dgxspark.vllm"},
+    "sudoers-elsewhere": {"node_prep_sudoers_file": "/etc/sudoers"},
+    "swap-space": {"node_prep_swap_file": "/swap file.img"},
+    "swap-dotdot": {"node_prep_swap_file": "/var/../etc/shadow"},
+}
+
+
+def test_names_for_sudoers_and_fstab_are_refused(tmp_path):
+    inv = write_case_inventory(tmp_path, SUDOERS_FSTAB, {"vllm_lane": "sim_cpu_tp2",
+                                                         "vllm_lane_overrides": {"tensor_parallel_size": 8}})
+    rc, out = run_playbook(inv, "site.yml", tags="node_prep")
+    messages = host_messages(out)
+    for case in SUDOERS_FSTAB:
+        assert_refused_untouched(rc, out, "host %s: a name that node_prep writes into sudoers or /etc/fstab is "
+                                          "malformed" % host_name(case))
+        assert "Fix the value in the inventory" in messages.get(host_name(case), ""), messages.get(host_name(case))

@@ -150,3 +150,36 @@ def test_layout_errors_are_exact():
         "add or remove hosts, or pick a lane for 2 nodes"]
     assert validate_inventory(_hosts(0, 5), 2) == [
         "vllm_rank values are [0, 5]; with 2 hosts they must be exactly 0..1 (missing [1], out of range [5])"]
+
+
+@pytest.mark.parametrize("override,message", [
+    ({"serve": {"kv_cache_dtype": "fp4"}}, "serve.kv_cache_dtype: 'fp4' is not one of auto, bfloat16, fp8,"),
+    ({"serve": {"max_model_len": 10 ** 12}}, "serve.max_model_len: 1000000000000 is above the maximum 1048576"),
+    ({"checkpoint": {"host_path": "rel/path"}}, "checkpoint.host_path: 'rel/path' does not match"),
+    ({"container": {"memory": "512"}}, "container.memory: '512' does not match"),
+    ({"container": {"name": "a b"}}, "container.name: 'a b' does not match"),
+    ({"container": {"env": {"A": None}}}, "container.env.A: expected str or int or float, got null (None)"),
+    ({"serve": {"extra_args": ["--kv-cache-dtype=fp8"]}},
+     "serve.extra_args[0]: '--kv-cache-dtype=fp8' repeats --kv-cache-dtype"),
+    ({"serve": {"chat_template": "/srv/t.jinja"}}, "serve.chat_template: '/srv/t.jinja' is under no directory"),
+])
+def test_issue19_schema_classes(override, message):
+    errors = validate_lane(deep_merge(load("sim_cpu_tp2"), override), "sim_cpu_tp2")
+    assert any(e.startswith("lane sim_cpu_tp2: " + message) for e in errors), errors
+
+
+def test_mtp_k_range_is_per_method():
+    lane = load("tp2_mtp")
+    assert validate_lane(deep_merge(lane, {"serve": {"speculative_config": {"num_speculative_tokens": 7}}})) == []
+    errors = validate_lane(deep_merge(lane, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}}))
+    assert errors == ["lane tp2_mtp: serve.speculative_config.num_speculative_tokens: 100 is above the maximum 7; mtp "
+                      "runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4, "
+                      "acceptance falls with every position (operations spec B.5). Set num_speculative_tokens in 1..7"]
+
+
+def test_nvfp4_kv_with_dflash2_needs_the_flag_at_tp2_only():
+    bad = {"serve": {"kv_cache_dtype": "nvfp4_ds_mla"}}
+    assert validate_lane(deep_merge(load("tp2_dflash2"), bad))[0].startswith(
+        "lane tp2_dflash2: serve.kv_cache_dtype: nvfp4_ds_mla with speculative method dflash at tensor_parallel_size 2")
+    assert validate_lane(deep_merge(load("tp2_dflash2"), dict(bad, allow_nvfp4_kv_dflash2_tp2=True))) == []
+    assert validate_lane(deep_merge(load("tp3_dflash2"), bad)) == []

@@ -104,5 +104,5 @@ def test_docs_table_names_every_lane_and_every_serve_key():
     for name in LANES:
         assert "`%s`" % name in doc, name
     from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import LANE_SCHEMA
-    for key in LANE_SCHEMA["serve"][2]["schema"]:
+    for key in LANE_SCHEMA["properties"]["serve"]["properties"]:
         assert "`%s`" % key in doc, "serve.%s is not documented in docs/lanes.md" % key
