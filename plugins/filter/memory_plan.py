@@ -38,7 +38,8 @@ options:
     description:
       - Host to C(preflight_node) facts (C(mem_total_kib), C(mem_available_kib), C(swap_total_gib); GiB keys are
         used when the KiB keys are absent), or a list of such dicts carrying C(host) and C(rank).
-      - Empty or omitted gives the lane-only plan on a nominal GB10 (MemTotal 121.69 GiB, MemAvailable unknown).
+      - Empty or omitted, or a host mapped to null (no facts read), gives the lane-only plan on a nominal GB10
+        (MemTotal 121.69 GiB, MemAvailable unknown).
     type: raw
     default: null
   ranks:
@@ -68,7 +69,8 @@ RETURN = r"""
 _value:
   description:
     - C(ranks) (one row per rank - host, rank, mem_total_gib, mem_available_gib, swap_total_gib, required_free_gib,
-      startup_check, kv_gib, pool_tokens, max_concurrency, resident_gib, margin_gib), the group's C(kv_gib),
+      startup_check, kv_gib, pool_tokens, max_concurrency, resident_gib, margin_gib, errors and warnings of that
+      rank), the group's C(kv_gib),
       C(pool_tokens), C(max_concurrency), C(limiting_rank), C(limiting_host) (minimum across ranks), the inputs used
       (C(weights_gib_per_rank), C(drafter_gib_per_rank), C(non_torch_gib), C(activation_gib), C(cuda_graph_gib),
       C(os_reserve_gib), C(bytes_per_token_per_rank), C(effective_bytes_per_token_per_rank), C(kv_source)),
@@ -95,9 +97,11 @@ def _nodes(nodes, ranks):
     if not isinstance(nodes, dict):
         raise AnsibleFilterError("memory_plan: nodes must be a mapping host -> preflight_node or a list, got %s"
                                  % type(nodes).__name__)
+    if any(not nodes[h] for h in nodes):
+        return None     # a host without preflight_node facts: the lane-only plan
     out = []
     for host in sorted(nodes):
-        facts = dict(nodes[host] or {})
+        facts = dict(nodes[host])
         if host not in (ranks or {}):
             raise AnsibleFilterError("memory_plan: no rank for host %s (set vllm_rank)" % host)
         facts.update({"host": host, "rank": int(ranks[host])})

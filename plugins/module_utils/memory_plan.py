@@ -306,10 +306,10 @@ def memory_plan(lane, nodes=None, options=None):
                           "refuses to boot ('To serve at least one request ...', F12). Fix: lower serve.max_model_len "
                           "or raise the KV" % (who, gib(kv), length, gib(length * b_tok + s_req)))
         if fit_b is not None and kv_mode == "pin" and kv is not None and kv > fit_b:
-            warnings.append("%s: KV pin %.2f GiB is above the %.2f GiB the profiler would leave at "
-                            "gpu_memory_utilization %s: the activation reserve (%.2f GiB) is not kept and the first "
-                            "long prompt can kill the engine (F20, operations spec E.2)"
-                            % (who, gib(kv), gib(fit_b), gmu, gib(activation)))
+            warnings.append("%s: KV pin %.2f GiB is above what the profiler would leave at gpu_memory_utilization "
+                            "%s (%.2f GiB): the activation reserve (%.2f GiB) is not kept and the first long prompt "
+                            "can kill the engine (F20, operations spec E.2)" % (who, gib(kv), gmu, gib(fit_b),
+                                                                               gib(activation)))
         margin = None
         if avail_b is not None:
             claim = gmu * total_b if (kv_mode == "profiler" and not cpu) else resident
@@ -338,6 +338,10 @@ def memory_plan(lane, nodes=None, options=None):
         row["margin_gib"] = _r2(gib(margin)) if margin is not None else None
         rows.append(row)
 
+    for row in rows:
+        who = "rank %s (%s):" % (row["rank"], row["host"]) if row["host"] else "rank %s:" % row["rank"]
+        row["errors"] = [e for e in errors if e.startswith(who)]
+        row["warnings"] = [w for w in warnings if w.startswith(who)]
     known = [r for r in rows if r["kv_gib"] is not None]
     lim = min(known, key=lambda r: r["kv_gib"]) if known else None
     return {
@@ -435,7 +439,8 @@ def bringup_plan(lane, hosts, plan=None, node_disk=None, share_mode="copy"):
         head = h["rank"] == 0
         items = []
         img_how = ("pull from its registry" if dist == "pull" else
-                   ("build here (the head), then serve to the others" if dist == "build" else "present here (head)")
+                   ("build here (the head), then serve to the others" if dist == "build"
+                    else "on the head first (pulled or built here), then served to the others")
                    if head else "from the head (%s)" % dist)
         items.append({"what": "image %s" % image.get("reference"), "gib": image.get("size_gib"), "how": img_how})
         for name, model in (("checkpoint", ckpt), ("drafter", drafter)):
