@@ -308,8 +308,8 @@ def memory_plan(lane, nodes=None, options=None):
         if fit_b is not None and kv_mode == "pin" and kv is not None and kv > fit_b:
             warnings.append("%s: KV pin %.2f GiB is above what the profiler would leave at gpu_memory_utilization "
                             "%s (%.2f GiB): the activation reserve (%.2f GiB) is not kept and the first long prompt "
-                            "can kill the engine (F20, operations spec E.2)" % (who, gib(kv), gmu, gib(fit_b),
-                                                                               gib(activation)))
+                            "can kill the engine (F20, operations spec E.2)"
+                            % (who, gib(kv), gmu, gib(fit_b), gib(activation)))
         margin = None
         if avail_b is not None:
             claim = gmu * total_b if (kv_mode == "profiler" and not cpu) else resident
@@ -490,8 +490,8 @@ def bringup_plan(lane, hosts, plan=None, node_disk=None, share_mode="copy"):
         {"phase": "preflight, node_prep, rdma_fabric", "seconds": None},
         {"phase": "image_sync (%s GiB)" % image.get("size_gib"), "seconds": None},
         {"phase": "kernel_fix", "seconds": None},
-        {"phase": "model_weights (%s GiB%s)" % (ckpt.get("size_gib"),
-                                                 " + drafter %s GiB" % drafter.get("size_gib") if drafter else ""),
+        {"phase": "model_weights (%s GiB%s)"
+                   % (ckpt.get("size_gib"), " + drafter %s GiB" % drafter.get("size_gib") if drafter else ""),
          "seconds": None},
     ]
     if (lane.get("padding") or {}).get("config_targets"):

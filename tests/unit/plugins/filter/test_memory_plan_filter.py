@@ -20,8 +20,8 @@ def test_plan_from_a_host_map_with_ranks():
     nodes = {"spark-b": {"mem_total_gib": 121.69, "mem_available_gib": 117.0, "swap_total_gib": 16.0},
              "spark-a": {"mem_total_gib": 121.69, "mem_available_gib": 118.0, "swap_total_gib": 16.0}}
     plan = F["memory_plan"](lane("tp2_mtp"), nodes, {"spark-a": 0, "spark-b": 1})
-    assert [(r["rank"], r["host"], r["margin_gib"]) for r in plan["ranks"]] == [(0, "spark-a", 9.94),
-                                                                               (1, "spark-b", 8.94)]
+    rows = [(r["rank"], r["host"], r["margin_gib"]) for r in plan["ranks"]]
+    assert rows == [(0, "spark-a", 9.94), (1, "spark-b", 8.94)]
     assert plan["pool_tokens"] == 505680 and plan["lane_only"] is False
 
 

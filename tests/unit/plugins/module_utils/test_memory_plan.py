@@ -18,7 +18,7 @@ import yaml
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health
 from ansible_collections.dgxspark.vllm.plugins.module_utils import memory_plan as mp
 from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import parse_meminfo
-from tests.unit.conftest import FIXTURES, ROOT, read_fixture
+from tests.unit.conftest import ROOT, read_fixture
 
 GIB = 1024 ** 3
 PUBLISHED = yaml.safe_load(read_fixture("kv-sizing", "published-pools.yaml"))
