@@ -490,10 +490,9 @@ def bringup_plan(lane, hosts, plan=None, node_disk=None, share_mode="copy"):
         {"phase": "preflight, node_prep, rdma_fabric", "seconds": None},
         {"phase": "image_sync (%s GiB)" % image.get("size_gib"), "seconds": None},
         {"phase": "kernel_fix", "seconds": None},
-        {"phase": "model_weights (%s GiB%s)"
-                   % (ckpt.get("size_gib"), " + drafter %s GiB" % drafter.get("size_gib") if drafter else ""),
-         "seconds": None},
     ]
+    drafter_note = " + drafter %s GiB" % drafter.get("size_gib") if drafter else ""
+    phases.append({"phase": "model_weights (%s GiB%s)" % (ckpt.get("size_gib"), drafter_note), "seconds": None})
     if (lane.get("padding") or {}).get("config_targets"):
         phases.append({"phase": "tp_pad", "seconds": None})
     phases += [
