@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""KV-cache pin per rank from the operations spec E.1 formula (logic in module_utils/render.py)."""
+"""KV-cache pin per rank from the operations spec E.1 formula (logic in module_utils/memory_plan.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -46,13 +46,13 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.render import RenderError, kv_cache_bytes as _kv
+from ansible_collections.dgxspark.vllm.plugins.module_utils.memory_plan import MemoryPlanError, kv_cache_bytes as _kv
 
 
 def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
     try:
         return _kv(max_model_len, concurrency, bytes_per_token_per_rank)
-    except RenderError as e:
+    except MemoryPlanError as e:
         raise AnsibleFilterError(str(e))
 
 

@@ -269,6 +269,9 @@ _SUGGEST_RE = re.compile(r"--kv-cache-memory=(?P<fit>\d+)`? \((?P<fit_gib>[\d.]+
                          r"(?:.*--kv-cache-memory=(?P<full>\d+)`? \((?P<full_gib>[\d.]+) GiB\) to fully utilize)?")
 _FREE_RE = re.compile(r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. "
                       r"Desired GPU memory utilization is \((?P<util>[\d.]+), (?P<desired>[\d.]+) GiB\)")
+# The same line splits the non-KV usage the profiler subtracts (memory plan inputs, F20).
+_USAGE_RE = re.compile(r"Actual usage is (?P<consumed>[\d.]+) GiB for consumed memory \(weights \+ non-torch\), "
+                       r"(?P<act>[\d.]+) GiB for peak activation, and (?P<graph>[\d.]+) GiB for CUDAGraph memory")
 _GRAPH_RE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>[\d.]+) GiB")
 _AUX_RE = re.compile(r"auxiliary layers from [^:]*: \((?P<t>[\d,\s]+)\)")
 _COMPILE_RE = re.compile(r"\(compilation: (?P<s>[\d.]+) s\)")
@@ -280,13 +283,14 @@ def parse_boot_log(text):
     Keys: available_kv_cache_gib (GiB), kv_cache_tokens (tokens), max_concurrency {max_model_len,
     factor}, model_loading {gib, seconds}, loading_weights_s, init_engine_s, compilation_s,
     free_memory_on_startup {free_gib, total_gib, utilization, desired_gib},
+    memory_usage {consumed_gib (weights + non-torch), activation_gib, cuda_graph_gib},
     kv_cache_memory_suggestion {fit_bytes, fit_gib, full_bytes, full_gib} (F20),
     graph_capture {seconds, gib}, aux_layers (list, matched on the tuple), nccl_version,
     startup_complete (bool), tp_ranks_seen (ranks named by Worker_TP prefixes).
     """
     out = dict((k, None) for k in _KV_PATTERNS)
     out.update({"max_concurrency": None, "model_loading": None, "compilation_s": None,
-                "free_memory_on_startup": None, "kv_cache_memory_suggestion": None,
+                "free_memory_on_startup": None, "kv_cache_memory_suggestion": None, "memory_usage": None,
                 "graph_capture": None, "aux_layers": None, "startup_complete": False,
                 "kv_by_rank": {}})
     ranks = set()
@@ -323,6 +327,10 @@ def parse_boot_log(text):
             out["free_memory_on_startup"] = {
                 "free_gib": float(m.group("free")), "total_gib": float(m.group("total")),
                 "utilization": float(m.group("util")), "desired_gib": float(m.group("desired"))}
+        m = _USAGE_RE.search(line)
+        if m:
+            out["memory_usage"] = {"consumed_gib": float(m.group("consumed")),
+                                   "activation_gib": float(m.group("act")), "cuda_graph_gib": float(m.group("graph"))}
         m = _GRAPH_RE.search(line)
         if m:
             out["graph_capture"] = {"seconds": int(m.group("s")), "gib": float(m.group("gib"))}

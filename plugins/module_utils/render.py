@@ -23,6 +23,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import memory_plan as _memory_plan
+
 LABEL_PREFIX = "dgxspark.vllm."
 HASH_LABEL = LABEL_PREFIX + "spec-hash"
 
@@ -138,18 +140,11 @@ def _num(value):
 
 
 def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
-    """KV pin per rank in bytes: max_model_len (tokens/request) x concurrency (requests) x bytes/token/rank.
-
-    Operations spec E.1: 524288 x 2.5 x 8793 = 11525160960. The result is rounded down to whole bytes.
-    """
-    for name, value in (("max_model_len", max_model_len), ("concurrency", concurrency),
-                        ("bytes_per_token_per_rank", bytes_per_token_per_rank)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RenderError("kv_cache_bytes: %s must be a number, got %r" % (name, value))
-        if value <= 0:
-            raise RenderError("kv_cache_bytes: %s must be positive, got %r" % (name, value))
-    product = max_model_len * concurrency * bytes_per_token_per_rank
-    return int(product)
+    """KV pin per rank in bytes (operations spec E.1); the formula lives in module_utils/memory_plan.py."""
+    try:
+        return _memory_plan.kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank)
+    except _memory_plan.MemoryPlanError as e:
+        raise RenderError(str(e))
 
 
 def api_key_fingerprint(key):

@@ -31,6 +31,7 @@ def test_boot_log_gb10_single_node_every_figure():
                                            "utilization": 0.92, "desired_gib": 110.06}
     assert b["kv_cache_memory_suggestion"] == {"fit_bytes": 52830620611, "fit_gib": 49.2,
                                                "full_bytes": 55188796928, "full_gib": 51.4}
+    assert b["memory_usage"] == {"consumed_gib": 55.99, "activation_gib": 3.78, "cuda_graph_gib": 0.94}
     assert b["init_engine_s"] == 126.24
     assert b["compilation_s"] == 47.09
     assert b["startup_complete"] is True
