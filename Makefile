@@ -46,7 +46,8 @@ sim-images: venv host-deps
 	$(ACT) ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
 
 molecule: venv host-deps sim-images
-	@set -e; for s in $(SCENARIOS); do echo "== molecule $$s"; $(ACT) molecule test -s $$s; done
+	@set -e; for s in $(SCENARIOS); do echo "== molecule $$s"; t0=$$SECONDS; $(ACT) molecule test -s $$s; \
+	  echo "== molecule $$s: $$((SECONDS - t0)) s (load $$(cut -d' ' -f1 /proc/loadavg))"; done
 
 e2e: venv host-deps
 	$(ACT) pytest -p no:cacheprovider tests/e2e/test_demo_tp2.py
@@ -62,8 +63,13 @@ test-faults: venv host-deps
 	$(ACT) pytest -p no:cacheprovider tests/e2e/faults
 
 # What CI runs (.ci/run). TP3 first: its fleet is removed at the end of its test; the fault suite
-# then reuses the TP2 fleet that `e2e` leaves serving.
-test: venv host-deps lint sanity units molecule e2e-tp3 e2e test-faults
+# then reuses the TP2 fleet that `e2e` leaves serving. tools/timed_stages.py runs the stages in this
+# order, stops at the first that fails (with its exit code) and prints every stage's seconds and the
+# machine's load at the end; the table also goes to $(TEST_STAGES_JSON) (benchmarks/converged_run.py --stages).
+TEST_STAGES ?= lint sanity units molecule e2e-tp3 e2e test-faults
+TEST_STAGES_JSON ?= reports/make-test-stages.json
+test: venv host-deps
+	$(PY) tools/timed_stages.py --make "$(MAKE)" --json $(TEST_STAGES_JSON) $(TEST_STAGES)
 
 sim-up: venv host-deps
 	$(ACT) ansible-playbook playbooks/sim_up.yml -i $(INVENTORY)

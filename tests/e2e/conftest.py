@@ -16,12 +16,14 @@ if os.path.join(ROOT, "collections") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "collections"))
 
 
-def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=False):
+def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=False, skip_tags=None):
     """Run a playbook from the checkout; return the ansible-runner Runner (status, rc, stats, events)."""
     os.makedirs(str(tmp_dir), exist_ok=True)
     cmdline = []
     if tags:
         cmdline += ["--tags", tags]
+    if skip_tags:
+        cmdline += ["--skip-tags", skip_tags]
     if check:
         cmdline += ["--check", "--diff"]
     runner = ansible_runner.run(
@@ -37,11 +39,11 @@ def run_playbook(playbook, inventory, tmp_dir, extravars=None, tags=None, check=
     return runner
 
 
-def deploy_fleet(inventory, tmp_path_factory):
+def deploy_fleet(inventory, tmp_path_factory, skip_tags=None):
     """Bring up the inventory's simulated fleet and run site.yml once; return that site run."""
     up = run_playbook("playbooks/sim_up.yml", inventory, tmp_path_factory.mktemp("sim_up"))
     assert up.rc == 0, runner_output(up)
-    first = run_playbook("site.yml", inventory, tmp_path_factory.mktemp("site1"))
+    first = run_playbook("site.yml", inventory, tmp_path_factory.mktemp("site1"), skip_tags=skip_tags)
     assert first.rc == 0, runner_output(first)
     return first
 

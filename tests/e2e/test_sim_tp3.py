@@ -43,7 +43,8 @@ def _node(node, *argv):
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    yield deploy_fleet(INVENTORY, tmp_path_factory)
+    # The benchmark is the TP2 demo's (tests/e2e/test_demo_tp2.py): the same role and harness, one minute more here.
+    yield deploy_fleet(INVENTORY, tmp_path_factory, skip_tags="vllm_bench")
     down = run_playbook("playbooks/sim_down.yml", INVENTORY, tmp_path_factory.mktemp("sim_down"))
     assert down.rc == 0, runner_output(down)
 

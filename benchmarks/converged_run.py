@@ -1,0 +1,156 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Time site.yml on a simulated fleet: the first run, the no-op re-run and --check --diff, per role.
+
+Writes benchmarks/results/converged-<label>-<UTC timestamp>.json and prints a table. Measures only;
+asserts nothing. Run it under the fleet's lock (the machine and the fleets are shared):
+
+  flock /tmp/fleet-sim.lock python benchmarks/converged_run.py --inventory inventories/sim/hosts.yml --label tp2
+  flock /tmp/fleet-tp3.lock python benchmarks/converged_run.py --inventory inventories/sim_tp3/hosts.yml \
+      --label tp3 --fresh --down-after
+
+  --fresh        remove the inventory's fleet first (sim_down purge), so "first" is a first deployment
+  --no-first     skip sim_up and the first site.yml (the fleet already serves)
+  --down-after   remove the fleet at the end (sim_down purge)
+  --stages FILE  add make test's stage table (tools/timed-stages.py --json FILE) to the result
+
+Per step: wall seconds, rc, the recap sums, /proc/loadavg before and after, and per role the tasks
+started (playbook_on_task_start events, a skipped task counts), the host results (ok, changed,
+skipped, failed) and the seconds from each task's start to the next task's start. Events come from
+ansible-runner, as in tests/e2e.
+"""
+import argparse
+import collections
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+
+import ansible_runner
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def _epoch(stamp):
+    t = datetime.datetime.fromisoformat(stamp)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return t.timestamp()
+
+
+def per_role(events, t_end):
+    """{role: {tasks, ok, changed, skipped, failed, seconds}}; tasks outside a role count as 'play: <name>'."""
+    out = collections.OrderedDict()
+    starts = []
+    for ev in events:
+        data = ev.get("event_data") or {}
+        kind = ev.get("event")
+        key = data.get("role") or ("play: " + (data.get("play") or "?"))
+        if kind == "playbook_on_task_start":
+            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "seconds": 0.0})
+            row["tasks"] += 1
+            starts.append((_epoch(ev["created"]), key))
+        elif kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed", "runner_on_unreachable"):
+            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "seconds": 0.0})
+            if kind == "runner_on_ok":
+                row["ok"] += 1
+                if (data.get("res") or {}).get("changed"):
+                    row["changed"] += 1
+            elif kind == "runner_on_skipped":
+                row["skipped"] += 1
+            else:
+                row["failed"] += 1
+    for (t0, key), nxt in zip(starts, starts[1:] + [(t_end, None)]):
+        out[key]["seconds"] += max(0.0, nxt[0] - t0)
+    for row in out.values():
+        row["seconds"] = round(row["seconds"], 1)
+    return out
+
+
+def run(playbook, inventory, cmdline=None, extravars=None):
+    tmp = tempfile.mkdtemp(prefix="bench-conv-")
+    load0 = loadavg()
+    t0 = time.time()
+    runner = ansible_runner.run(
+        private_data_dir=tmp, project_dir=REPO, playbook=os.path.join(REPO, playbook),
+        inventory=os.path.join(REPO, inventory), cmdline=cmdline, extravars=extravars or {},
+        envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}, quiet=True)
+    t1 = time.time()
+    events = list(runner.events)
+    stats = runner.stats or {}
+    roles = per_role(events, t1)
+    result = {
+        "playbook": playbook, "cmdline": cmdline or "", "rc": runner.rc, "wall_s": round(t1 - t0, 1),
+        "loadavg_before": load0, "loadavg_after": loadavg(),
+        "recap": {k: sum((stats.get(k) or {}).values()) for k in ("ok", "changed", "skipped", "failures", "dark")},
+        "tasks_started": sum(r["tasks"] for r in roles.values()),
+        "host_results": sum(r["ok"] + r["skipped"] + r["failed"] for r in roles.values()),
+        "roles": roles, "artifacts": tmp,
+    }
+    return result
+
+
+def table(results):
+    lines = []
+    for name, r in results["steps"].items():
+        lines.append("%-14s rc=%s %6.1f s  changed=%s  tasks=%s  host results=%s  load %s -> %s" % (
+            name, r["rc"], r["wall_s"], r["recap"]["changed"], r["tasks_started"], r["host_results"],
+            r["loadavg_before"], r["loadavg_after"]))
+        for role, row in r["roles"].items():
+            lines.append("    %-40s tasks %3d  ok %3d  changed %2d  skipped %3d  %6.1f s" % (
+                role[:40], row["tasks"], row["ok"], row["changed"], row["skipped"], row["seconds"]))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inventory", default="inventories/sim/hosts.yml")
+    ap.add_argument("--label", default="tp2")
+    ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--no-first", action="store_true")
+    ap.add_argument("--down-after", action="store_true")
+    ap.add_argument("--stages", help="JSON written by tools/timed-stages.py --json")
+    ap.add_argument("--note", default="")
+    args = ap.parse_args()
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    results = {"label": args.label, "inventory": args.inventory, "started": stamp, "nproc": os.cpu_count(),
+               "note": args.note, "steps": collections.OrderedDict()}
+    try:
+        import subprocess
+        results["commit"] = subprocess.check_output(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                                                    text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        results["commit"] = None
+    steps = results["steps"]
+    if args.fresh:
+        steps["sim_down"] = run("playbooks/sim_down.yml", args.inventory, extravars={"sim_fleet_purge": True})
+    if not args.no_first:
+        steps["sim_up"] = run("playbooks/sim_up.yml", args.inventory)
+        steps["site_first"] = run("site.yml", args.inventory)
+    steps["site_noop"] = run("site.yml", args.inventory)
+    steps["site_check_diff"] = run("site.yml", args.inventory, cmdline="--check --diff")
+    if args.down_after:
+        steps["sim_down_after"] = run("playbooks/sim_down.yml", args.inventory, extravars={"sim_fleet_purge": True})
+    if args.stages:
+        with open(args.stages) as f:
+            results["make_test_stages"] = json.load(f)
+
+    os.makedirs(os.path.join(REPO, "benchmarks", "results"), exist_ok=True)
+    out = os.path.join(REPO, "benchmarks", "results", "converged-%s-%s.json" % (args.label, stamp))
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    print(table(results))
+    print("written:", out)
+    return 0 if all(s["rc"] == 0 for s in steps.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
