@@ -124,6 +124,12 @@ options:
   tool_call_parser:
     description: The lane's C(--tool-call-parser); named in the F21 message.
     type: str
+  chat:
+    description:
+      - Send the smoke chat completion. V(false) leaves only the canary and the key check, the quick gate
+        of a converged run where the group was not restarted (C(roles/vllm_health), C(vllm_health_mode)).
+    type: bool
+    default: true
   tool_smoke:
     description: Send the two tool-call smokes (C(vllm_lane_spec.health.tool_smoke)).
     type: bool
@@ -407,7 +413,7 @@ def run_smoke(module):
     plan = [(p["max_tokens"], None),
             (p["retry_max_tokens"] or 4 * p["max_tokens"], {"reasoning_effort": "low"})]
     chat_ok = False
-    for max_tokens, extra in plan:
+    for max_tokens, extra in (plan if p["chat"] else []):
         body = chat_request(p, max_tokens, extra)
         t0 = time.time()
         status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
@@ -424,13 +430,13 @@ def run_smoke(module):
         if verdict["action"] != "retry":
             chat_ok = verdict["ok"]
             break
-    if not chat_ok:
+    if not chat_ok and attempts:
         failures.append("chat: " + attempts[-1]["msg"])
     if len(attempts) > 1 and chat_ok:
         warnings.append("the first chat attempt ran out of tokens in reasoning (%d max_tokens); passed with %d and "
                         "reasoning_effort low: raise health.smoke_max_tokens (F14)"
                         % (attempts[0]["max_tokens"], attempts[-1]["max_tokens"]))
-    result = {"chat": {"ok": chat_ok, "attempts": attempts}, "warnings": warnings}
+    result = {"chat": {"ok": chat_ok, "attempts": attempts, "skipped": not p["chat"]}, "warnings": warnings}
 
     if p["canary"]:
         status, parsed, text = post_json(base + "/v1/completions",
@@ -555,6 +561,7 @@ def main():
             default_chat_template_kwargs=dict(type="dict"),
             reasoning_parser=dict(type="str"),
             tool_call_parser=dict(type="str"),
+            chat=dict(type="bool", default=True),
             tool_smoke=dict(type="bool", default=False),
             canary=dict(type="bool", default=True),
             interval_s=dict(type="float", default=5),

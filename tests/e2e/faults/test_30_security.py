@@ -2,8 +2,9 @@
 that the head enforces and that never shows anywhere but its one secret file, and a Hugging Face token that
 never shows in the output (-vvv), the saved rank logs or the reports.
 
-The last test is a full site.yml at -vvv (benchmark included): on a fleet the scenarios before left
-serving (the API key test ends with the keyless group restored), it must pass and change nothing.
+The last test is a full site.yml at -vvv: on a fleet the scenarios before left serving (the API key test ends
+with the keyless group restored), it must pass and change nothing (a converged run: vllm_health's quick gate,
+no benchmark; the API key test's run restarts the group, so it runs the full gate and the benchmark).
 """
 import json
 import os
@@ -208,7 +209,7 @@ def test_hf_token_never_in_output_logs_or_reports(fleet, tmp_path):
         assert token not in out
     changed = [(ev["event_data"]["host"], ev["event_data"]["task"]) for ev in run.changed()]
     assert total(run.stats, "changed") == 0, changed
-    record("security_hf_token", fault="model_weights_hf_token=<fake> on a site.yml -vvv run (benchmark included)",
+    record("security_hf_token", fault="model_weights_hf_token=<fake> on a converged site.yml -vvv run",
            rc=run.rc, run_s=run.seconds, output_bytes=len(run.output), leaked_files=leaked,
            note="the simulated fleet's weights are preplaced, so no task sends the token anywhere; the run proves "
                 "no task prints or writes it", changed=changed)

@@ -223,6 +223,24 @@ def test_smoke_report_only_mode_does_not_fail(api):
     assert res["smoke"]["canary"]["ok"] is False
 
 
+def test_smoke_canary_only_sends_no_chat(api):
+    """The quick gate of a converged run (chat false): one /v1/completions request, no chat completion."""
+    url, state = api({"POST /v1/chat/completions": {"status": 500, "body": {"error": "must not be asked"}},
+                      "POST /v1/completions": {"body": {"choices": [{"text": "2"}], "usage": {"completion_tokens": 1}}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m", "chat": False})
+    assert not failed, res.get("msg")
+    assert [(r["method"], r["path"]) for r in state.seen] == [("POST", "/v1/completions")]
+    assert res["smoke"]["chat"] == {"ok": False, "attempts": [], "skipped": True}
+    assert res["smoke"]["canary"]["ok"] is True and res["smoke"]["failures"] == []
+
+
+def test_smoke_canary_only_fails_on_a_dead_engine(api):
+    url, _ = api({"POST /v1/completions": {"status": 500, "body": "EngineDeadError"}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m", "chat": False})
+    assert failed
+    assert res["smoke"]["failures"] == ["canary: canary returned HTTP 500: EngineDeadError"]
+
+
 # ---- metrics --------------------------------------------------------------------------------
 
 def test_metrics_spec_decode_delta_and_kv_pool(api):
