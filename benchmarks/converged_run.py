@@ -15,7 +15,9 @@ asserts nothing. Run it under the fleet's lock (the machine and the fleets are s
 
 Per step: wall seconds, rc, the recap sums, /proc/loadavg before and after, and per role the tasks
 started (playbook_on_task_start events, a skipped task counts), the host results (ok, changed,
-skipped, failed) and the seconds from each task's start to the next task's start. Events come from
+skipped, failed), the node calls (results of tasks that reached a node: not a controller-only action such
+as set_fact, assert, debug, meta or an include, not delegated to localhost; the round trips, which the
+load does not change) and the seconds from each task's start to the next task's start. Events come from
 ansible-runner, as in tests/e2e.
 """
 import argparse
@@ -44,8 +46,22 @@ def _epoch(stamp):
     return t.timestamp()
 
 
+# Actions that run on the controller only (no connection to a node); every other result is a node call.
+CONTROLLER_ACTIONS = {"assert", "set_fact", "debug", "fail", "include_vars", "meta", "include_tasks", "import_tasks",
+                      "include_role", "import_role", "validate_argument_spec", "set_stats", "add_host", "group_by"}
+
+
+def node_call(data):
+    """True for a result of a task that reached a node (not a controller-only action, not delegated to localhost)."""
+    action = (data.get("resolved_action") or data.get("task_action") or "").split(".")[-1]
+    if action in CONTROLLER_ACTIONS:
+        return False
+    delegated = ((data.get("res") or {}).get("_ansible_delegated_vars") or {}).get("ansible_host")
+    return delegated not in ("localhost", "127.0.0.1")
+
+
 def per_role(events, t_end):
-    """{role: {tasks, ok, changed, skipped, failed, seconds}}; tasks outside a role count as 'play: <name>'."""
+    """{role: {tasks, ok, changed, skipped, failed, node_calls, seconds}}; tasks outside a role: 'play: <name>'."""
     out = collections.OrderedDict()
     starts = []
     for ev in events:
@@ -53,11 +69,15 @@ def per_role(events, t_end):
         kind = ev.get("event")
         key = data.get("role") or ("play: " + (data.get("play") or "?"))
         if kind == "playbook_on_task_start":
-            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "seconds": 0.0})
+            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0,
+                                        "seconds": 0.0})
             row["tasks"] += 1
             starts.append((_epoch(ev["created"]), key))
         elif kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed", "runner_on_unreachable"):
-            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "seconds": 0.0})
+            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0,
+                                        "seconds": 0.0})
+            if kind != "runner_on_skipped" and node_call(data):
+                row["node_calls"] += 1
             if kind == "runner_on_ok":
                 row["ok"] += 1
                 if (data.get("res") or {}).get("changed"):
@@ -91,20 +111,47 @@ def run(playbook, inventory, cmdline=None, extravars=None):
         "recap": {k: sum((stats.get(k) or {}).values()) for k in ("ok", "changed", "skipped", "failures", "dark")},
         "tasks_started": sum(r["tasks"] for r in roles.values()),
         "host_results": sum(r["ok"] + r["skipped"] + r["failed"] for r in roles.values()),
+        "node_calls": sum(r["node_calls"] for r in roles.values()),
         "roles": roles, "artifacts": tmp,
     }
     return result
 
 
+def recount(path):
+    """Recompute the per-role counts of a results file from the ansible-runner artifacts it names."""
+    import glob
+    with open(path) as f:
+        results = json.load(f)
+    for step in results["steps"].values():
+        files = glob.glob(os.path.join(step["artifacts"], "artifacts", "*", "job_events", "*.json"))
+        events = []
+        for name in files:
+            with open(name) as f:
+                events.append(json.load(f))
+        events.sort(key=lambda ev: ev.get("counter", 0))
+        if not events:
+            continue
+        t_end = _epoch(events[-1]["created"])
+        step["roles"] = per_role(events, t_end)
+        step["tasks_started"] = sum(r["tasks"] for r in step["roles"].values())
+        step["host_results"] = sum(r["ok"] + r["skipped"] + r["failed"] for r in step["roles"].values())
+        step["node_calls"] = sum(r["node_calls"] for r in step["roles"].values())
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    return results
+
+
 def table(results):
     lines = []
     for name, r in results["steps"].items():
-        lines.append("%-14s rc=%s %6.1f s  changed=%s  tasks=%s  host results=%s  load %s -> %s" % (
+        lines.append("%-14s rc=%s %6.1f s  changed=%s  tasks=%s  host results=%s  node calls=%s  load %s -> %s" % (
             name, r["rc"], r["wall_s"], r["recap"]["changed"], r["tasks_started"], r["host_results"],
-            r["loadavg_before"], r["loadavg_after"]))
+            r.get("node_calls"), r["loadavg_before"], r["loadavg_after"]))
         for role, row in r["roles"].items():
-            lines.append("    %-40s tasks %3d  ok %3d  changed %2d  skipped %3d  %6.1f s" % (
-                role[:40], row["tasks"], row["ok"], row["changed"], row["skipped"], row["seconds"]))
+            lines.append("    %-40s tasks %3d  ok %3d  changed %2d  skipped %3d  node calls %3d  %6.1f s" % (
+                role[:40], row["tasks"], row["ok"], row["changed"], row["skipped"], row.get("node_calls", 0),
+                row["seconds"]))
     return "\n".join(lines)
 
 
@@ -117,7 +164,11 @@ def main():
     ap.add_argument("--down-after", action="store_true")
     ap.add_argument("--stages", help="JSON written by tools/timed-stages.py --json")
     ap.add_argument("--note", default="")
+    ap.add_argument("--recount", metavar="RESULTS_JSON", help="recompute the counts of a results file and print it")
     args = ap.parse_args()
+    if args.recount:
+        print(table(recount(args.recount)))
+        return 0
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     results = {"label": args.label, "inventory": args.inventory, "started": stamp, "nproc": os.cpu_count(),

@@ -49,8 +49,8 @@ def main():
         if r["rc"] is None:
             print("%-12s %8s %4s %s" % (r["stage"], "-", "-", "not run (an earlier stage failed)"))
         else:
-            print("%-12s %8.1f %4d %.2f -> %.2f" % (r["stage"], r["seconds"], r["rc"], r["load_before"],
-                                                   r["load_after"]))
+            print("%-12s %8.1f %4d %.2f -> %.2f" % (
+                r["stage"], r["seconds"], r["rc"], r["load_before"], r["load_after"]))
     print("%-12s %8.1f %4d (%.1f min, %d cores)" % ("total", total, rc, total / 60, os.cpu_count() or 0))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
