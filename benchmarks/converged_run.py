@@ -60,6 +60,10 @@ def node_call(data):
     return delegated not in ("localhost", "127.0.0.1")
 
 
+def new_row():
+    return {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0, "seconds": 0.0}
+
+
 def per_role(events, t_end):
     """{role: {tasks, ok, changed, skipped, failed, node_calls, seconds}}; tasks outside a role: 'play: <name>'."""
     out = collections.OrderedDict()
@@ -69,13 +73,11 @@ def per_role(events, t_end):
         kind = ev.get("event")
         key = data.get("role") or ("play: " + (data.get("play") or "?"))
         if kind == "playbook_on_task_start":
-            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0,
-                                        "seconds": 0.0})
+            row = out.setdefault(key, new_row())
             row["tasks"] += 1
             starts.append((_epoch(ev["created"]), key))
         elif kind in ("runner_on_ok", "runner_on_skipped", "runner_on_failed", "runner_on_unreachable"):
-            row = out.setdefault(key, {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0,
-                                        "seconds": 0.0})
+            row = out.setdefault(key, new_row())
             if kind != "runner_on_skipped" and node_call(data):
                 row["node_calls"] += 1
             if kind == "runner_on_ok":
