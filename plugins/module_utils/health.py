@@ -17,6 +17,9 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import (  # noqa: F401 (re-exported)
+    GEN_TOKENS, PROMPT_TOKENS, RUNNING, WAITING, metric_sum, parse_metrics, serving_counters)
+
 # --------------------------------------------------------------------------------------------
 # Log lines
 # --------------------------------------------------------------------------------------------
@@ -396,52 +399,9 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
 
 
 # --------------------------------------------------------------------------------------------
-# /metrics (Prometheus text, F.5)
+# /metrics (Prometheus text, F.5): the parser and the wedge check live in verdict.py (shared with the
+# watchdog, which ships that file beside its program); re-exported here for the existing callers.
 # --------------------------------------------------------------------------------------------
-
-_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
-                        r"(?:\s+\d+)?\s*$")
-_LABEL_RE = re.compile(r'(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
-
-
-def parse_metrics(text):
-    """Prometheus exposition text -> list of {name, labels, value}.
-
-    Comments, blank lines and anything that is not a sample line (e.g. the indented summary lines
-    a lane script appends, I.5) are skipped; '_created' samples are timestamps, not counter
-    values, and are dropped (S08).
-    """
-    samples = []
-    for raw in (text or "").splitlines():
-        if not raw or raw[0] in "# \t":
-            continue
-        m = _SAMPLE_RE.match(raw.strip())
-        if not m:
-            continue
-        name = m.group("name")
-        if name.endswith("_created"):
-            continue
-        try:
-            value = float(m.group("value"))
-        except ValueError:
-            continue
-        labels = dict((lm.group("k"), lm.group("v")) for lm in _LABEL_RE.finditer(m.group("labels") or ""))
-        samples.append({"name": name, "labels": labels, "value": value})
-    return samples
-
-
-def metric_sum(samples, name, **match):
-    """Sum of a metric's samples whose labels include `match`; None when the metric is absent."""
-    total, seen = 0.0, False
-    for s in samples:
-        if s["name"] != name:
-            continue
-        if any(s["labels"].get(k) != v for k, v in match.items()):
-            continue
-        total += s["value"]
-        seen = True
-    return total if seen else None
-
 
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -511,42 +471,6 @@ def spec_decode_stats(after, before=None, ndigits=4):
                                                               and len(per_pos) > 1) else None,
         "warnings": warnings,
     }
-
-
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-GEN_TOKENS = "vllm:generation_tokens_total"
-PROMPT_TOKENS = "vllm:prompt_tokens_total"
-
-
-def serving_counters(samples):
-    """The gauges and counters the wedge check reads (F.5, A.6)."""
-    return {"running": metric_sum(samples, RUNNING), "waiting": metric_sum(samples, WAITING),
-            "generation_tokens": metric_sum(samples, GEN_TOKENS),
-            "prompt_tokens": metric_sum(samples, PROMPT_TOKENS),
-            "kv_cache_usage": metric_sum(samples, "vllm:kv_cache_usage_perc")}
-
-
-def wedge_verdict(first, second, interval_s):
-    """Stalled when requests are running or waiting and no token was generated between scrapes.
-
-    `first`/`second` are serving_counters() of two scrapes `interval_s` apart. /health answers 200
-    while a collective is wedged (A.6), so this is the check that catches it.
-    """
-    busy = max(second.get("running") or 0, 0) + max(second.get("waiting") or 0, 0)
-    g1, g2 = first.get("generation_tokens"), second.get("generation_tokens")
-    if g1 is None or g2 is None:
-        return {"stalled": None, "busy": busy, "generated": None, "interval_s": interval_s,
-                "msg": "vllm:generation_tokens_total missing from /metrics; wedge check not possible"}
-    generated = g2 - g1
-    stalled = busy > 0 and generated <= 0
-    if stalled:
-        msg = ("stalled: %d running, %d waiting, generation tokens unchanged at %d over %s s "
-               "(a rank is wedged in a collective: tear down every rank, A.5)"
-               % (second.get("running") or 0, second.get("waiting") or 0, g2, interval_s))
-    else:
-        msg = "%d tokens generated in %s s with %d requests in flight" % (generated, interval_s, busy)
-    return {"stalled": stalled, "busy": busy, "generated": generated, "interval_s": interval_s, "msg": msg}
 
 
 # --------------------------------------------------------------------------------------------
