@@ -17,8 +17,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import (  # noqa: F401 (re-exported)
-    GEN_TOKENS, PROMPT_TOKENS, RUNNING, WAITING, metric_sum, parse_metrics, serving_counters)
+from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import metric_sum
 
 # --------------------------------------------------------------------------------------------
 # Log lines
@@ -399,8 +398,8 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
 
 
 # --------------------------------------------------------------------------------------------
-# /metrics (Prometheus text, F.5): the parser and the wedge check live in verdict.py (shared with the
-# watchdog, which ships that file beside its program); re-exported here for the existing callers.
+# /metrics (Prometheus text, F.5): the parser, the serving counters and the wedge check live in verdict.py
+# (shared with the watchdog, which ships that file beside its program).
 # --------------------------------------------------------------------------------------------
 
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"

@@ -85,8 +85,6 @@ def metric_sum(samples, name, **match):
     return total if seen else None
 
 
-
-
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 GEN_TOKENS = "vllm:generation_tokens_total"

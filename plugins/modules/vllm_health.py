@@ -507,7 +507,7 @@ def scrape(module, url):
     if status != 200:
         module.fail_json(msg="GET %s returned %s: %s. Fix: the head's API must be up (run mode wait first)"
                              % (url, status, (text or "")[:200]))
-    return H.parse_metrics(text)
+    return V.parse_metrics(text)
 
 
 def run_metrics(module):
@@ -517,7 +517,7 @@ def run_metrics(module):
     s1 = scrape(module, url)
     time.sleep(p["interval_s"])
     s2 = scrape(module, url)
-    c1, c2 = H.serving_counters(s1), H.serving_counters(s2)
+    c1, c2 = V.serving_counters(s1), V.serving_counters(s2)
     sd1, sd2 = H.spec_decode_counters(s1), H.spec_decode_counters(s2)
     metrics = {"first": c1, "second": c2, "wedge": V.wedge_verdict(c1, c2, p["interval_s"]),
                "spec_decode": H.spec_decode_stats(sd2, sd1), "spec_decode_cumulative": H.spec_decode_stats(sd2),

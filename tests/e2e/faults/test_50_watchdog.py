@@ -14,15 +14,13 @@ engine took over 12 minutes, beyond the CI budget; they join `make test` once th
 """
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.error
 
 import pytest
 
-from conftest import (ROOT, SKIP_BENCH, ensure_serving, http_json, node_docker, node_sh, rank_state, record,
-                      start_playbook)
+from conftest import ensure_serving, http_json, node_docker, node_sh, record, start_playbook
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(os.environ.get("DGXSPARK_WATCHDOG_E2E") != "1",
@@ -200,7 +198,7 @@ def _in_flight(fleet, n=4):
                                                            "max_tokens": 400, "temperature": 0}, timeout=600)
         except (urllib.error.URLError, OSError, ValueError):
             pass
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    threads = [threading.Thread(target=one, daemon=True) for _i in range(n)]
     for t in threads:
         t.start()
     return threads

@@ -46,10 +46,10 @@ def test_wedge_without_counter_is_unknown():
     assert V.wedge_verdict({}, {}, 5)["stalled"] is None
 
 
-def test_health_reexports_the_same_functions():
+def test_the_wedge_check_lives_here_only():
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health
-    assert health.serving_counters is V.serving_counters and health.parse_metrics is V.parse_metrics
-    assert not hasattr(health, "wedge_verdict")
+    assert health.metric_sum is V.metric_sum
+    assert not any(hasattr(health, n) for n in ("wedge_verdict", "serving_counters", "parse_metrics"))
 
 
 # ---- nvidia-smi samples ------------------------------------------------------------------------
