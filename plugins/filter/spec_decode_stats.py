@@ -50,10 +50,10 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.six import string_types
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.health import (
+    parse_metrics,
     spec_decode_counters,
     spec_decode_stats as _stats,
 )
-from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import parse_metrics
 
 
 def _counters(value, what):

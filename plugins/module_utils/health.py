@@ -17,7 +17,6 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import metric_sum
 
 # --------------------------------------------------------------------------------------------
 # Log lines
@@ -398,9 +397,53 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
 
 
 # --------------------------------------------------------------------------------------------
-# /metrics (Prometheus text, F.5): the parser, the serving counters and the wedge check live in verdict.py
-# (shared with the watchdog, which ships that file beside its program).
+# /metrics (Prometheus text, F.5). The serving counters and the wedge check live in verdict.py (shared
+# with the watchdog); this parser stays here because vllm_bench imports health.py alone.
 # --------------------------------------------------------------------------------------------
+
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
+                        r"(?:\s+\d+)?\s*$")
+_LABEL_RE = re.compile(r'(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Prometheus exposition text -> list of {name, labels, value}.
+
+    Comments, blank lines and anything that is not a sample line (e.g. the indented summary lines
+    a lane script appends, I.5) are skipped; '_created' samples are timestamps, not counter
+    values, and are dropped (S08).
+    """
+    samples = []
+    for raw in (text or "").splitlines():
+        if not raw or raw[0] in "# \t":
+            continue
+        m = _SAMPLE_RE.match(raw.strip())
+        if not m:
+            continue
+        name = m.group("name")
+        if name.endswith("_created"):
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        labels = dict((lm.group("k"), lm.group("v")) for lm in _LABEL_RE.finditer(m.group("labels") or ""))
+        samples.append({"name": name, "labels": labels, "value": value})
+    return samples
+
+
+def metric_sum(samples, name, **match):
+    """Sum of a metric's samples whose labels include `match`; None when the metric is absent."""
+    total, seen = 0.0, False
+    for s in samples:
+        if s["name"] != name:
+            continue
+        if any(s["labels"].get(k) != v for k, v in match.items()):
+            continue
+        total += s["value"]
+        seen = True
+    return total if seen else None
+
 
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"

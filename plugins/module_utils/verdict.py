@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One classifier for a serving tensor-parallel group, shared by vllm_health and the watchdog.
 
-Pure functions, standard library only, no import from the collection: the vllm_watchdog role copies
-this file beside the watchdog program on the head, which imports it as a plain module.
+Pure functions, standard library plus health.py's /metrics parser: the vllm_watchdog role copies the
+collection's module_utils to the head, where the watchdog program imports this file.
 
 Inputs: Prometheus text of the head's /metrics (two scrapes a window apart), each rank container's
 liveness, the head's /health answer and one `nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm
@@ -31,6 +31,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, parse_metrics  # noqa: F401 pylint: disable=unused-import
+
 # GB10 defaults (operations spec C.4): a busy GPU under 25 W is spinning, not computing (a wedged
 # collective or the UVM livelock reads 96 % at ~10-22 W; real decode draws 47-78 W).
 DEFAULT_POWER_FLOOR_W = 25.0
@@ -39,50 +41,6 @@ DEFAULT_WINDOW_S = 120.0
 
 VERDICTS = ("progressing", "idle", "long_prefill", "wedged", "rank_dead", "head_down", "unknown")
 RESTART_VERDICTS = ("wedged", "rank_dead", "head_down")
-
-
-_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
-                        r"(?:\s+\d+)?\s*$")
-_LABEL_RE = re.compile(r'(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<v>(?:[^"\\]|\\.)*)"')
-
-
-def parse_metrics(text):
-    """Prometheus exposition text -> list of {name, labels, value}.
-
-    Comments, blank lines and anything that is not a sample line (e.g. the indented summary lines
-    a lane script appends, I.5) are skipped; '_created' samples are timestamps, not counter
-    values, and are dropped (S08).
-    """
-    samples = []
-    for raw in (text or "").splitlines():
-        if not raw or raw[0] in "# \t":
-            continue
-        m = _SAMPLE_RE.match(raw.strip())
-        if not m:
-            continue
-        name = m.group("name")
-        if name.endswith("_created"):
-            continue
-        try:
-            value = float(m.group("value"))
-        except ValueError:
-            continue
-        labels = dict((lm.group("k"), lm.group("v")) for lm in _LABEL_RE.finditer(m.group("labels") or ""))
-        samples.append({"name": name, "labels": labels, "value": value})
-    return samples
-
-
-def metric_sum(samples, name, **match):
-    """Sum of a metric's samples whose labels include `match`; None when the metric is absent."""
-    total, seen = 0.0, False
-    for s in samples:
-        if s["name"] != name:
-            continue
-        if any(s["labels"].get(k) != v for k, v in match.items()):
-            continue
-        total += s["value"]
-        seen = True
-    return total if seen else None
 
 
 RUNNING = "vllm:num_requests_running"

@@ -507,7 +507,7 @@ def scrape(module, url):
     if status != 200:
         module.fail_json(msg="GET %s returned %s: %s. Fix: the head's API must be up (run mode wait first)"
                              % (url, status, (text or "")[:200]))
-    return V.parse_metrics(text)
+    return H.parse_metrics(text)
 
 
 def run_metrics(module):

@@ -6,7 +6,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.filter.spec_decode_stats import FilterModule
-from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import parse_metrics
+from ansible_collections.dgxspark.vllm.plugins.module_utils.health import parse_metrics
 from tests.unit.conftest import FIXTURES, read_fixture
 
 f = FilterModule().filters()["spec_decode_stats"]

@@ -247,7 +247,7 @@ def test_shm_broadcast_hang_is_not_a_failure_class():
 
 def test_metrics_s08_counters_and_created_ignored():
     exp = load_yaml("metrics", "glm53-spec-decode-7pos.expected.yaml")
-    samples = verdict.parse_metrics(read_fixture(H, "metrics", "glm53-spec-decode-7pos.prom"))
+    samples = health.parse_metrics(read_fixture(H, "metrics", "glm53-spec-decode-7pos.prom"))
     assert not [s for s in samples if s["name"].endswith("_created")]
     c = health.spec_decode_counters(samples)
     assert c["drafts"] == exp["raw"]["drafts_total"]
@@ -259,7 +259,7 @@ def test_metrics_s08_counters_and_created_ignored():
 
 def test_metrics_s08_derived_cumulative():
     exp = load_yaml("metrics", "glm53-spec-decode-7pos.expected.yaml")["derived"]
-    c = health.spec_decode_counters(verdict.parse_metrics(read_fixture(H, "metrics", "glm53-spec-decode-7pos.prom")))
+    c = health.spec_decode_counters(health.parse_metrics(read_fixture(H, "metrics", "glm53-spec-decode-7pos.prom")))
     s = health.spec_decode_stats(c)
     assert s["acceptance_rate"] == exp["acceptance_rate"] == 0.3775
     assert s["mean_acceptance_length"] == exp["mean_acceptance_length"] == 3.63
@@ -273,7 +273,7 @@ def test_metrics_s08_derived_cumulative():
 
 def test_metrics_lane_a_specacc_summary_lines_skipped():
     exp = load_yaml("metrics", "glm53-tp4-nvidia-laneA-specacc.expected.yaml")
-    samples = verdict.parse_metrics(read_fixture(H, "metrics", "glm53-tp4-nvidia-laneA-specacc.txt"))
+    samples = health.parse_metrics(read_fixture(H, "metrics", "glm53-tp4-nvidia-laneA-specacc.txt"))
     assert len(samples) == 4
     s = health.spec_decode_stats(health.spec_decode_counters(samples))
     assert round(s["acceptance_rate"], 3) == exp["derived"]["acceptance_rate"]
@@ -286,8 +286,8 @@ def test_metrics_lane_a_specacc_summary_lines_skipped():
 def test_spec_decode_deltas_between_two_scrapes():
     """S08 as the second scrape, lane A's numbers scaled down as nothing: build the first scrape by
     subtracting a known amount from S08, so the delta is exact."""
-    after = health.spec_decode_counters(verdict.parse_metrics(read_fixture(H, "metrics",
-                                                                           "glm53-spec-decode-7pos.prom")))
+    after = health.spec_decode_counters(health.parse_metrics(read_fixture(H, "metrics",
+                                                                          "glm53-spec-decode-7pos.prom")))
     before = {"drafts": 1325.0, "draft_tokens": 8806.0, "accepted": 4746.0,
               "per_position": {0: 856.0, 1: 1387.0, 2: 677.0, 3: 480.0, 4: 608.0, 5: 73.0, 6: 665.0}}
     s = health.spec_decode_stats(after, before)
@@ -305,7 +305,7 @@ def test_acceptance_exactly_one_warns():
 
 
 def test_no_drafter_metrics():
-    s = health.spec_decode_stats(health.spec_decode_counters(verdict.parse_metrics("vllm:num_requests_running 0\n")))
+    s = health.spec_decode_stats(health.spec_decode_counters(health.parse_metrics("vllm:num_requests_running 0\n")))
     assert s["present"] is False and s["acceptance_rate"] is None
 
 
@@ -417,7 +417,7 @@ def test_real_cpu_engine_ready_log():
 
 
 def test_real_cpu_engine_metrics_and_chat():
-    samples = verdict.parse_metrics(read_fixture(H, "sim-cpu", "metrics-after-bench.prom"))
+    samples = health.parse_metrics(read_fixture(H, "sim-cpu", "metrics-after-bench.prom"))
     assert not [s for s in samples if s["name"].endswith("_created")]
     c = verdict.serving_counters(samples)
     assert (c["running"], c["waiting"], c["generation_tokens"], c["prompt_tokens"]) == (0.0, 0.0, 465.0, 1461.0)
