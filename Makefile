@@ -16,7 +16,7 @@ INVENTORY ?= inventories/sim/hosts.yml
 export ANSIBLE_FORCE_COLOR ?= 0
 export PYTHONPATH := $(CURDIR)/collections
 
-.PHONY: help venv host-deps lint sanity units molecule e2e e2e-tp3 test-faults test demo demo-down sim-up sim-down sim-images bench
+.PHONY: help venv host-deps lint sanity units molecule e2e e2e-tp3 test-faults test-watchdog test demo demo-down sim-up sim-down sim-images bench
 
 help:
 	@echo "make demo       simulated fleet up + site.yml end to end (the embedded default)"
@@ -64,6 +64,11 @@ e2e-tp3: venv host-deps
 # DGXSPARK_FAULTS_INVENTORY picks the fleet (default inventories/sim/hosts.yml, the one `make e2e` deploys).
 test-faults: venv host-deps
 	$(ACT) pytest -p no:cacheprovider tests/e2e/faults
+
+# The watchdog's scenarios (tests/e2e/faults/test_50_watchdog.py) on DGXSPARK_FAULTS_INVENTORY: opt-in until
+# they pass within the CI budget (docs/watchdog.md).
+test-watchdog: venv host-deps
+	$(ACT) DGXSPARK_WATCHDOG_E2E=1 pytest -p no:cacheprovider tests/e2e/faults/test_50_watchdog.py
 
 # What CI runs (.ci/run). TP3 first: its fleet is removed at the end of its test; the fault suite
 # then reuses the TP2 fleet that `e2e` leaves serving. tools/timed_stages.py runs the stages in this

@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 import re
 
+
 # --------------------------------------------------------------------------------------------
 # Log lines
 # --------------------------------------------------------------------------------------------
@@ -404,7 +405,8 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
 
 
 # --------------------------------------------------------------------------------------------
-# /metrics (Prometheus text, F.5)
+# /metrics (Prometheus text, F.5). The serving counters and the wedge check live in verdict.py (shared
+# with the watchdog); this parser stays here because vllm_bench imports health.py alone.
 # --------------------------------------------------------------------------------------------
 
 _SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
@@ -519,42 +521,6 @@ def spec_decode_stats(after, before=None, ndigits=4):
                                                               and len(per_pos) > 1) else None,
         "warnings": warnings,
     }
-
-
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-GEN_TOKENS = "vllm:generation_tokens_total"
-PROMPT_TOKENS = "vllm:prompt_tokens_total"
-
-
-def serving_counters(samples):
-    """The gauges and counters the wedge check reads (F.5, A.6)."""
-    return {"running": metric_sum(samples, RUNNING), "waiting": metric_sum(samples, WAITING),
-            "generation_tokens": metric_sum(samples, GEN_TOKENS),
-            "prompt_tokens": metric_sum(samples, PROMPT_TOKENS),
-            "kv_cache_usage": metric_sum(samples, "vllm:kv_cache_usage_perc")}
-
-
-def wedge_verdict(first, second, interval_s):
-    """Stalled when requests are running or waiting and no token was generated between scrapes.
-
-    `first`/`second` are serving_counters() of two scrapes `interval_s` apart. /health answers 200
-    while a collective is wedged (A.6), so this is the check that catches it.
-    """
-    busy = max(second.get("running") or 0, 0) + max(second.get("waiting") or 0, 0)
-    g1, g2 = first.get("generation_tokens"), second.get("generation_tokens")
-    if g1 is None or g2 is None:
-        return {"stalled": None, "busy": busy, "generated": None, "interval_s": interval_s,
-                "msg": "vllm:generation_tokens_total missing from /metrics; wedge check not possible"}
-    generated = g2 - g1
-    stalled = busy > 0 and generated <= 0
-    if stalled:
-        msg = ("stalled: %d running, %d waiting, generation tokens unchanged at %d over %s s "
-               "(a rank is wedged in a collective: tear down every rank, A.5)"
-               % (second.get("running") or 0, second.get("waiting") or 0, g2, interval_s))
-    else:
-        msg = "%d tokens generated in %s s with %d requests in flight" % (generated, interval_s, busy)
-    return {"stalled": stalled, "busy": busy, "generated": generated, "interval_s": interval_s, "msg": msg}
 
 
 # --------------------------------------------------------------------------------------------

@@ -266,6 +266,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
+from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
 
 
 def http(method, url, timeout, body=None, api_key=None):
@@ -525,9 +526,9 @@ def run_metrics(module):
     s1 = scrape(module, url)
     time.sleep(p["interval_s"])
     s2 = scrape(module, url)
-    c1, c2 = H.serving_counters(s1), H.serving_counters(s2)
+    c1, c2 = V.serving_counters(s1), V.serving_counters(s2)
     sd1, sd2 = H.spec_decode_counters(s1), H.spec_decode_counters(s2)
-    metrics = {"first": c1, "second": c2, "wedge": H.wedge_verdict(c1, c2, p["interval_s"]),
+    metrics = {"first": c1, "second": c2, "wedge": V.wedge_verdict(c1, c2, p["interval_s"]),
                "spec_decode": H.spec_decode_stats(sd2, sd1), "spec_decode_cumulative": H.spec_decode_stats(sd2),
                "samples": len(s2)}
     if p["ranks"]:

@@ -45,6 +45,10 @@ SITE_CASES = [
      "value of vllm_ranks_state must be one of: started, absent, got: stopped"),
     ("health-timeout-under-site", "vllm_health", "vllm_health_ready_timeout_s", "soon",
      "argument 'vllm_health_ready_timeout_s' is of type str and we were unable to convert to int"),
+    ("watchdog-interval-word", "vllm_watchdog", "vllm_watchdog_interval_s", "often",
+     "argument 'vllm_watchdog_interval_s' is of type str and we were unable to convert to float"),
+    ("watchdog-strikes-word", "vllm_watchdog", "vllm_watchdog_max_failed_restarts", "three",
+     "argument 'vllm_watchdog_max_failed_restarts' is of type str and we were unable to convert to int"),
 ]
 
 # Ranges meta/argument_specs.yml cannot express: an assert at the start of the role, on the controller (no
@@ -69,6 +73,16 @@ RANGE_CASES = [
     # the discovery runs under --tags vllm_ranks too: its MTU check comes first
     ("fabric-mtu-under-vllm-ranks", "vllm_ranks", "rdma_fabric_mtu", "100000",
      "rdma_fabric_mtu is 100000; it must be 0"),
+    # the watchdog's ranges: site.yml's preflight play runs the role's validate entry point (no connection)
+    ("watchdog-interval-zero", "vllm_watchdog", "vllm_watchdog_interval_s", "0",
+     "vllm_watchdog_interval_s = 0 is outside 1..3600. Fix the variable(s) in the inventory or -e; no node was "
+     "touched."),
+    ("watchdog-window-below-interval", "vllm_watchdog", "vllm_watchdog_window_s", "5",
+     "vllm_watchdog_window_s = 5 is outside 30.0..86400"),
+    ("watchdog-strikes-zero", "vllm_watchdog", "vllm_watchdog_max_failed_restarts", "0",
+     "vllm_watchdog_max_failed_restarts = 0 is outside 1..100"),
+    ("watchdog-power-floor-negative", "vllm_watchdog", "vllm_watchdog_power_floor_w", "-5",
+     "vllm_watchdog_power_floor_w = -5 is outside 1..1000"),
 ]
 
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 # The role tags the README and docs document (README "Playbooks", roles/*/README.md), in site.yml's order.
 TAGS = ["preflight", "node_prep", "rdma_fabric", "image_sync", "kernel_fix", "model_weights", "tp_pad",
-        "vllm_ranks", "vllm_health", "vllm_bench"]
+        "vllm_ranks", "vllm_health", "vllm_bench", "vllm_watchdog"]
 
 
 def documented_tags():

@@ -132,3 +132,15 @@ def test_pairs_parses_the_container_environment(simboot):
     assert simboot.pairs("198.18.10.0/24=enP7s7, 198.18.11.0/24=enp1s0f1np1") == [
         ("198.18.10.0/24", "enP7s7"), ("198.18.11.0/24", "enp1s0f1np1")]
     assert simboot.pairs("") == []
+
+
+def test_nvidia_smi_reads_what_a_test_sets(tmp_path, capsys, fixture_path):
+    """/run/sim/gpu.json sets utilization, power and clocks (the watchdog's wedge scenarios); idle without it."""
+    mod = load(NVSMI, "nvidia_smi_standin")
+    mod.OVERRIDE = str(tmp_path / "gpu.json")
+    args = ["--query-gpu=utilization.gpu,power.draw,clocks.sm", "--format=csv,noheader,nounits"]
+    assert mod.main(args) == 0
+    assert capsys.readouterr().out.splitlines() == capture(fixture_path, "watchdog", "nvidia-smi", "gpu-idle.csv")
+    (tmp_path / "gpu.json").write_text('{"utilization.gpu": "96", "power.draw": "12.40", "clocks.sm": "2405"}')
+    assert mod.main(args) == 0
+    assert capsys.readouterr().out.splitlines() == capture(fixture_path, "watchdog", "nvidia-smi", "gpu-spinning.csv")

@@ -4,7 +4,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils import health
+from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
 from tests.unit.conftest import FIXTURES, read_fixture
 
 H = "health"
@@ -310,31 +310,6 @@ def test_no_drafter_metrics():
     assert s["present"] is False and s["acceptance_rate"] is None
 
 
-# ---- wedge check ----------------------------------------------------------------------------
-
-def _scrape(running, waiting, gen):
-    text = ('vllm:num_requests_running{engine="0",model_name="m"} %s\n'
-            'vllm:num_requests_waiting{engine="0",model_name="m"} %s\n'
-            'vllm:generation_tokens_total{engine="0",model_name="m"} %s\n' % (running, waiting, gen))
-    return health.serving_counters(health.parse_metrics(text))
-
-
-def test_wedge_stalled_when_busy_and_no_tokens():
-    v = health.wedge_verdict(_scrape(1, 2, 5120), _scrape(1, 2, 5120), 10)
-    assert v["stalled"] is True and v["busy"] == 3 and v["generated"] == 0
-    assert "1 running, 2 waiting, generation tokens unchanged at 5120 over 10 s" in v["msg"]
-
-
-def test_wedge_idle_or_progressing_is_not_stalled():
-    assert health.wedge_verdict(_scrape(0, 0, 5120), _scrape(0, 0, 5120), 10)["stalled"] is False
-    v = health.wedge_verdict(_scrape(2, 0, 5120), _scrape(2, 0, 5388), 10)
-    assert v["stalled"] is False and v["generated"] == 268
-
-
-def test_wedge_without_counter_is_unknown():
-    assert health.wedge_verdict({}, {}, 5)["stalled"] is None
-
-
 # ---- smoke verdicts (F14, F21) --------------------------------------------------------------
 
 def test_f14_length_with_reasoning_is_retry_not_dead():
@@ -445,7 +420,7 @@ def test_real_cpu_engine_ready_log():
 def test_real_cpu_engine_metrics_and_chat():
     samples = health.parse_metrics(read_fixture(H, "sim-cpu", "metrics-after-bench.prom"))
     assert not [s for s in samples if s["name"].endswith("_created")]
-    c = health.serving_counters(samples)
+    c = verdict.serving_counters(samples)
     assert (c["running"], c["waiting"], c["generation_tokens"], c["prompt_tokens"]) == (0.0, 0.0, 465.0, 1461.0)
     assert health.spec_decode_stats(health.spec_decode_counters(samples))["present"] is False
     import json as _json

@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One classifier for a serving tensor-parallel group, shared by vllm_health and the watchdog.
+
+Pure functions, standard library plus health.py's /metrics parser: the vllm_watchdog role copies the
+collection's module_utils to the head, where the watchdog program imports this file.
+
+Inputs: Prometheus text of the head's /metrics (two scrapes a window apart), each rank container's
+liveness, the head's /health answer and one `nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm
+--format=csv,noheader,nounits` sample per node. Units: seconds, watts, percent, tokens.
+
+Verdicts (operations spec A.6, A.7, C.4; docs/watchdog.md):
+  head_down    the head's container is not running or its /health does not answer 200
+  rank_dead    a worker rank's container is not running (or its node does not answer)
+  wedged       requests running or waiting, generation tokens frozen across the window and no GPU above
+               the power floor (a collective spin-wait: 96 % utilisation at ~10-22 W on GB10, C.4)
+  long_prefill the same frozen counters while a GPU draws normal power: compute, leave it alone
+  idle         no request running or waiting
+  progressing  generation tokens grew across the window
+The first three restart the whole group (A.5); the others change nothing.
+
+The restart order (teardown head first, start from the highest rank down, head last, A.4) and the
+strike rules (A.7: give up after N failed restarts in a row, never crash-loop) live here too, so
+vllm_ranks and the watchdog follow one implementation.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, parse_metrics  # noqa: F401 pylint: disable=unused-import
+
+# GB10 defaults (operations spec C.4): a busy GPU under 25 W is spinning, not computing (a wedged
+# collective or the UVM livelock reads 96 % at ~10-22 W; real decode draws 47-78 W).
+DEFAULT_POWER_FLOOR_W = 25.0
+DEFAULT_BUSY_UTIL_PCT = 80.0
+DEFAULT_WINDOW_S = 120.0
+
+VERDICTS = ("progressing", "idle", "long_prefill", "wedged", "rank_dead", "head_down", "unknown")
+RESTART_VERDICTS = ("wedged", "rank_dead", "head_down")
+
+
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+GEN_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+
+
+def serving_counters(samples):
+    """The gauges and counters the wedge check reads (F.5, A.6)."""
+    return {"running": metric_sum(samples, RUNNING), "waiting": metric_sum(samples, WAITING),
+            "generation_tokens": metric_sum(samples, GEN_TOKENS),
+            "prompt_tokens": metric_sum(samples, PROMPT_TOKENS),
+            "kv_cache_usage": metric_sum(samples, "vllm:kv_cache_usage_perc")}
+
+
+def wedge_verdict(first, second, interval_s):
+    """Stalled when requests are running or waiting and no token was generated between scrapes.
+
+    `first`/`second` are serving_counters() of two scrapes `interval_s` apart. /health answers 200
+    while a collective is wedged (A.6), so this is the check that catches it.
+    """
+    busy = max(second.get("running") or 0, 0) + max(second.get("waiting") or 0, 0)
+    g1, g2 = first.get("generation_tokens"), second.get("generation_tokens")
+    if g1 is None or g2 is None:
+        return {"stalled": None, "busy": busy, "generated": None, "interval_s": interval_s,
+                "msg": "vllm:generation_tokens_total missing from /metrics; wedge check not possible"}
+    generated = g2 - g1
+    stalled = busy > 0 and generated <= 0
+    if stalled:
+        msg = ("stalled: %d running, %d waiting, generation tokens unchanged at %d over %s s "
+               "(a rank is wedged in a collective: tear down every rank, A.5)"
+               % (second.get("running") or 0, second.get("waiting") or 0, g2, interval_s))
+    else:
+        msg = "%d tokens generated in %s s with %d requests in flight" % (generated, interval_s, busy)
+    return {"stalled": stalled, "busy": busy, "generated": generated, "interval_s": interval_s, "msg": msg}
+
+
+# --------------------------------------------------------------------------------------------
+# nvidia-smi samples
+# --------------------------------------------------------------------------------------------
+
+GPU_QUERY_FIELDS = ("utilization.gpu", "power.draw", "clocks.sm")
+# The GPU row of the table: "| N/A   36C    P8              4W /  N/A  | Not Supported  |      0%      Default |"
+_TABLE_RE = re.compile(r"\|\s*\S+\s+\d+C\s+P\d+\s+(?P<power>[0-9.]+)W\s*/[^|]*\|[^|]*\|\s*(?P<util>\d+)%")
+
+
+def _num(text):
+    text = (text or "").strip()
+    # GB10 prints "[N/A]" for fields it does not report (memory.*, power.limit)
+    m = re.match(r"^(-?[0-9]+(?:\.[0-9]+)?)", text)
+    return float(m.group(1)) if m else None
+
+
+def parse_gpu_query(text):
+    """`nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm --format=csv,noheader,nounits`
+    -> {utilization_pct, power_w, clocks_sm_mhz} of the first GPU (a Spark has one); None when the
+    text holds no line. Units in the values ("96 %", "14.20 W") are tolerated; "[N/A]" gives None."""
+    table = _TABLE_RE.search(text or "")
+    if table:  # the default table (a person's paste, or a build without --query-gpu)
+        return {"utilization_pct": float(table.group("util")), "power_w": float(table.group("power")),
+                "clocks_sm_mhz": None}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.lower().startswith("utilization"):
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        parts += [""] * (3 - len(parts))
+        return {"utilization_pct": _num(parts[0]), "power_w": _num(parts[1]), "clocks_sm_mhz": _num(parts[2])}
+    return None
+
+
+def gpu_state(sample, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
+    """'computing' (power at or above the floor), 'spinning' (utilisation >= busy_util_pct below the
+    floor: C.4's spin-wait signature), 'low' (below the floor, not busy) or 'unknown' (no reading)."""
+    if not sample or sample.get("power_w") is None:
+        return "unknown"
+    if sample["power_w"] >= power_floor_w:
+        return "computing"
+    util = sample.get("utilization_pct")
+    if util is not None and util >= busy_util_pct:
+        return "spinning"
+    return "low"
+
+
+# --------------------------------------------------------------------------------------------
+# The group verdict
+# --------------------------------------------------------------------------------------------
+
+
+def classify(ranks, head_health, first, second, window_s, gpus=None,
+             power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
+    """Verdict of a group that is expected to serve.
+
+    ranks: [{rank, host, running}] with running True/False, or None when the node did not answer.
+    head_health: True when the head's /health answered 200. first/second: serving_counters() of the
+    scrapes at the start and end of the window (window_s seconds apart), None when not scraped.
+    gpus: {host: parse_gpu_query() sample}.
+    Returns {verdict, cause, action ('restart_group' | 'none'), hosts, wedge, gpu_states}.
+    """
+    gpus = gpus or {}
+    states = dict((h, gpu_state(s, power_floor_w, busy_util_pct)) for h, s in gpus.items())
+    out = {"hosts": [], "wedge": None, "gpu_states": states}
+
+    def done(verdict, cause, hosts=None):
+        out.update(verdict=verdict, cause=cause, hosts=hosts or [],
+                   action="restart_group" if verdict in RESTART_VERDICTS else "none")
+        return out
+
+    by_rank = sorted(ranks, key=lambda r: int(r["rank"]))
+    head = [r for r in by_rank if int(r["rank"]) == 0]
+    if not head or head[0].get("running") is not True:
+        h = head[0]["host"] if head else "?"
+        what = "does not answer" if head and head[0].get("running") is None else "is not running"
+        return done("head_down", "the head's rank container on %s %s" % (h, what), [h])
+    dead = [r for r in by_rank[1:] if r.get("running") is not True]
+    if dead:
+        causes = ["rank %s on %s %s" % (r["rank"], r["host"], "does not answer (node unreachable)"
+                                        if r.get("running") is None else "is not running") for r in dead]
+        return done("rank_dead", "; ".join(causes) + " (a tensor-parallel group cannot lose a rank, A.5)",
+                    [r["host"] for r in dead])
+    if head_health is not True:
+        return done("head_down", "the head's /health does not answer 200 on %s" % head[0]["host"], [head[0]["host"]])
+    if first is None or second is None:
+        return done("unknown", "no /metrics pair yet")
+    wedge = wedge_verdict(first, second, window_s)
+    out["wedge"] = wedge
+    if wedge["stalled"] is None:
+        return done("unknown", wedge["msg"])
+    if not wedge["stalled"]:
+        if wedge["busy"] <= 0 and (wedge["generated"] or 0) <= 0:
+            return done("idle", "no request running or waiting")
+        return done("progressing", wedge["msg"])
+    computing = sorted(h for h, st in states.items() if st == "computing")
+    if computing:
+        return done("long_prefill", "generation tokens frozen for %s s with %d request(s) in flight, but %s draw(s) "
+                    "power at or above %s W: the GPU computes (a long prefill), no action"
+                    % (window_s, wedge["busy"], ", ".join(computing), power_floor_w))
+    low = sorted(h for h, st in states.items() if st in ("spinning", "low"))
+    return done("wedged", "generation tokens frozen at %s for %s s with %d request(s) in flight and every GPU "
+                "below %s W (%s): a rank is stuck in a collective"
+                % ((second or {}).get("generation_tokens"), window_s, wedge["busy"], power_floor_w,
+                   ", ".join("%s %s" % (h, states[h]) for h in low) or "no GPU reading"), low)
+
+
+def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
+                     power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
+    """UVM livelock during loading (field case: shard loading frozen, GPU ~96 % at ~10 W, C.4, issue
+    table row 5): shard progress (loaded shard count) unchanged over window_s while the node's GPU
+    spins. Slow progress or an I/O stall at normal power is not a livelock.
+    Returns {livelock: bool, msg}."""
+    st = gpu_state(gpu_sample, power_floor_w, busy_util_pct)
+    frozen = shards_first is not None and shards_second is not None and shards_second <= shards_first
+    if frozen and st == "spinning":
+        return {"livelock": True, "msg": "shard progress frozen at %s for %s s while the GPU reads %s %% at %s W "
+                "(UVM livelock signature)" % (shards_second, window_s, gpu_sample.get("utilization_pct"),
+                                              gpu_sample.get("power_w"))}
+    why = "shards moved %s -> %s" % (shards_first, shards_second) if not frozen else "GPU %s" % st
+    return {"livelock": False, "msg": "no livelock: %s" % why}
+
+
+# --------------------------------------------------------------------------------------------
+# The restart sequence (A.4, A.5): one order for vllm_ranks and the watchdog
+# --------------------------------------------------------------------------------------------
+
+
+def group_order(hosts):
+    """hosts: [{host, rank}] (or {host: rank}). Returns {teardown, start, head}: teardown head first
+    then ascending ranks; start from the highest rank down with the head last. Duplicate or missing
+    ranks raise ValueError (a group is 0..N-1)."""
+    if isinstance(hosts, dict):
+        hosts = [{"host": h, "rank": r} for h, r in hosts.items()]
+    ordered = sorted(hosts, key=lambda x: int(x["rank"]))
+    ranks = [int(x["rank"]) for x in ordered]
+    if ranks != list(range(len(ranks))):
+        raise ValueError("ranks %s are not 0..%d" % (ranks, len(ranks) - 1))
+    names = [x["host"] for x in ordered]
+    return {"teardown": names, "start": list(reversed(names)), "head": names[0] if names else None}
+
+
+def restart_steps(hosts):
+    """The whole-group restart as ordered steps (verb, host): save every rank's logs, stop every rank
+    (head first), memory ritual on every node, wait until every node settled with no engine process
+    left, start the workers from the highest rank down, the head last, then the health gate."""
+    order = group_order(hosts)
+    steps = [("logs", h) for h in order["teardown"]]
+    steps += [("stop", h) for h in order["teardown"]]
+    steps += [("ritual", h) for h in order["teardown"]]
+    steps += [("settled", h) for h in order["teardown"]]
+    steps += [("start", h) for h in order["start"]]
+    steps.append(("health_gate", order["head"]))
+    return steps
+
+
+# --------------------------------------------------------------------------------------------
+# Strikes (A.7): N failed restarts in a row, or M restarts within a window, then give up
+# --------------------------------------------------------------------------------------------
+
+
+def may_restart(restart_times, now, max_restarts, window_s):
+    """None when a restart is allowed now, else the reason to give up instead (M restarts in window)."""
+    recent = [t for t in restart_times if now - t < window_s]
+    if max_restarts and len(recent) >= max_restarts:
+        return ("%d restarts within %d s (limit %d): the group keeps failing; never crash-loop"
+                % (len(recent), window_s, max_restarts))
+    return None
+
+
+def record_restart(state, now, ok, max_failed):
+    """Update {strikes, restarts_total, restart_times, last_restart} after one restart; returns
+    (new_state, give_up_reason or None). strikes counts failed restarts in a row; a success clears it."""
+    new = dict(state)
+    new["restarts_total"] = int(state.get("restarts_total") or 0) + 1
+    new["restart_times"] = list(state.get("restart_times") or []) + [now]
+    new["last_restart"] = now
+    new["strikes"] = 0 if ok else int(state.get("strikes") or 0) + 1
+    reason = None
+    if not ok and max_failed and new["strikes"] >= max_failed:
+        reason = "%d failed restarts in a row (limit %d): stop and diagnose" % (new["strikes"], max_failed)
+    return new, reason

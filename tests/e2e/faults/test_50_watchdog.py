@@ -1,0 +1,279 @@
+"""The watchdog on the fault fleet (issue 16): real faults, the real service under systemd, no person.
+
+A module fixture installs the watchdog with short cycles (site.yml --tags vllm_watchdog: 3 s cycle, 10 s
+window) on the serving fleet. Each scenario injects one fault and waits for the watchdog alone to bring
+the group back; detection and recovery seconds are read from the watchdog's own journal lines and
+recorded in reports/faults/watchdog_*.json (never asserted). The simulated nodes have no GPU: the
+nvidia-smi stand-in prints what /run/sim/gpu.json on a node says (utilization, power); the GB10 power
+signature itself is untested here. At the end the watchdog is turned off again (the other scenarios
+inject faults the watchdog would repair).
+
+Opt-in (DGXSPARK_WATCHDOG_E2E=1, `make test-watchdog`): these scenarios have not yet passed end to end on
+the fault fleet. On the shared build machine (load average 30-40) one whole-group restart of the CPU
+engine took over 12 minutes, beyond the CI budget; they join `make test` once they pass there.
+"""
+import json
+import os
+import threading
+import time
+import urllib.error
+
+import pytest
+
+from conftest import ensure_serving, http_json, node_docker, node_sh, record, start_playbook
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(os.environ.get("DGXSPARK_WATCHDOG_E2E") != "1",
+                                 reason="opt-in: DGXSPARK_WATCHDOG_E2E=1 (make test-watchdog); not yet passed on the "
+                                        "fault fleet")]
+
+STATE_DIR = "/var/lib/dgxspark-vllm-watchdog"
+SERVICE = "dgxspark-vllm-watchdog"
+FAST = {"vllm_watchdog_enabled": True, "vllm_watchdog_interval_s": 3, "vllm_watchdog_window_s": 10,
+        "vllm_watchdog_confirm_cycles": 2, "vllm_watchdog_health_gate_timeout_s": 900,
+        "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30}
+
+
+def head_sh(fleet, script, check=True, timeout=120):
+    return node_sh(fleet.head, script, check=check, timeout=timeout)
+
+
+def state(fleet):
+    _rc, out, _err = head_sh(fleet, "cat %s/state.json" % STATE_DIR)
+    return json.loads(out)
+
+
+def journal(fleet, since):
+    """The watchdog's journal lines since an epoch time, as (epoch, message)."""
+    _rc, out, _err = head_sh(fleet, "journalctl -u %s -o short-unix --no-pager --since @%d" % (SERVICE, int(since) - 1),
+                             timeout=60)
+    lines = []
+    for ln in out.splitlines():
+        parts = ln.split(" ", 2)
+        try:
+            lines.append((float(parts[0]), parts[2].split(": ", 1)[-1]))
+        except (ValueError, IndexError):
+            continue
+    return [(t, m) for t, m in lines if t >= since]
+
+
+def first_line(lines, *words):
+    for t, m in lines:
+        if all(w in m for w in words):
+            return t, m
+    return None, None
+
+
+def set_gpu(fleet, node, **fields):
+    data = json.dumps(dict((k.replace("_", "."), v) for k, v in fields.items()))
+    node_sh(node, "mkdir -p /run/sim && echo '%s' > /run/sim/gpu.json" % data if fields else "rm -f /run/sim/gpu.json")
+
+
+def wait_for(pred, timeout, step=2.0, what=""):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out after %s s waiting for %s" % (timeout, what))
+
+
+def wait_restart_done(fleet, since, timeout):
+    """The first `result=` line after `since` (the end of one group restart)."""
+    def done():
+        t, m = first_line(journal(fleet, since), "result=")
+        return (t, m) if t else None
+    return wait_for(done, timeout, 3, "the watchdog's restart result")
+
+
+def logs_saved(fleet, stamp):
+    out = {}
+    for node in fleet.nodes:
+        _rc, files, _e = node_sh(node, "ls %s | grep -- '-%s.log$' || true" % (fleet.rank_log_dir, stamp))
+        out[node] = files.split()
+    return out
+
+
+@pytest.fixture(scope="module")
+def watched(fleet, tmp_path_factory):
+    ensure_serving(fleet, tmp_path_factory.mktemp("wd_repair"))
+    run = start_playbook("site.yml", tmp_path_factory.mktemp("wd_install"), extravars=FAST,
+                         cmdline=["--tags", "vllm_watchdog"])
+    assert run.rc == 0, run.output[-6000:]
+    wait_for(lambda: state(fleet).get("mode") == "watching", 60, 2, "the watchdog watching")
+    yield fleet
+    for node in fleet.nodes:
+        set_gpu(fleet, node)
+    off = start_playbook("site.yml", tmp_path_factory.mktemp("wd_off"), cmdline=["--tags", "vllm_watchdog"])
+    assert off.rc == 0, off.output[-4000:]
+
+
+def test_installed_and_a_serving_group_is_left_alone(watched, tmp_path):
+    fleet = watched
+    _rc, active, _e = head_sh(fleet, "systemctl is-active %s; systemctl is-enabled %s" % (SERVICE, SERVICE), check=False)
+    assert active.split() == ["active", "enabled"]
+    before = fleet.ranks()
+    t0 = time.time()
+    time.sleep(12)
+    lines = journal(fleet, t0)
+    verdicts = [m for _t, m in lines if m.startswith("verdict=")]
+    assert len(verdicts) >= 3, lines
+    assert all("action=none" in m for m in verdicts), verdicts
+    assert all(m.split()[0] in ("verdict=idle", "verdict=progressing", "verdict=unknown") for m in verdicts), verdicts
+    assert "canary=canary answered" in verdicts[-1]
+    after = fleet.ranks()
+    assert [(after[n]["id"], after[n]["started_at"]) for n in fleet.nodes] == \
+        [(before[n]["id"], before[n]["started_at"]) for n in fleet.nodes]
+    _rc, prom, _e = head_sh(fleet, "cat %s/dgxspark_vllm_watchdog.prom" % STATE_DIR)
+    assert 'dgxspark_vllm_watchdog_state{state="watching"} 1' in prom
+    assert "dgxspark_vllm_watchdog_strikes 0" in prom
+    # The dedicated key runs the agent's verbs only: anything else is refused by the forced command.
+    _rc, out, _e = head_sh(fleet, "ssh -i /etc/dgxspark-vllm-watchdog/id_ed25519 -o BatchMode=yes "
+                                  "-o UserKnownHostsFile=%s/known_hosts vllm-watchdog@%s id" % (
+                                      STATE_DIR, fleet.address[fleet.worker]), check=False)
+    assert json.loads(out)["ok"] is False and "refused" in json.loads(out)["error"]
+    # A second run of the role changes nothing.
+    again = start_playbook("site.yml", tmp_path, extravars=FAST, cmdline=["--tags", "vllm_watchdog"])
+    assert again.rc == 0 and sum(again.stats.get("changed", {}).values()) == 0, \
+        [(e["event_data"]["host"], e["event_data"]["task"]) for e in again.changed()]
+
+
+def _restart_scenario(fleet, name, inject, expect_verdict):
+    before = fleet.ranks()
+    t_fault = time.time()
+    inject()
+    t_end, result = wait_restart_done(fleet, t_fault, 600)
+    lines = journal(fleet, t_fault)
+    t_detect, verdict_line = first_line(lines, "verdict=%s" % expect_verdict)
+    assert t_detect, lines
+    t_act, action = first_line(lines, "action=restart_group stamp=")
+    assert action and "order=logs:" in action, lines
+    assert "result=serving" in result, result
+    # Whole group, in order: every rank is a new container; the worker started before the head.
+    after = fleet.ranks()
+    for node in fleet.nodes:
+        assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
+    assert after[fleet.worker]["started"] < after[fleet.head]["started"], after
+    starts = [m for _t, m in lines if m.startswith("step=start")]
+    assert [m.split()[1] for m in starts] == ["host=%s" % fleet.worker, "host=%s" % fleet.head], starts
+    stamp = action.split("stamp=")[1].split()[0]
+    saved = logs_saved(fleet, stamp)
+    assert all(saved[n] for n in fleet.nodes), saved
+    fleet.chat()
+    t_serving = time.time()
+    st = state(fleet)
+    assert st["strikes"] == 0 and st["last_restart_ok"] is True
+    return record("watchdog_" + name, fault=name, verdict=expect_verdict, verdict_line=verdict_line,
+                  detected_s=round(t_detect - t_fault, 1), restart_started_s=round(t_act - t_fault, 1),
+                  serving_again_s=round(t_end - t_fault, 1), chat_ok_s=round(t_serving - t_fault, 1),
+                  logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
+
+
+def test_kill_head_container_group_restarted_worker_first(watched):
+    fleet = watched
+    rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
+    assert rec["serving_again_s"] > 0
+
+
+def test_sigkill_worker_rank_whole_group_restarted(watched):
+    fleet = watched
+    rec = _restart_scenario(fleet, "kill_worker",
+                            lambda: node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container), "rank_dead")
+    assert rec["serving_again_s"] > 0
+
+
+def _stop_engine(fleet, node, sig):
+    _rc, out, _e = node_docker(node, "top", fleet.container, "-eo", "pid")
+    pids = [p for p in out.split()[1:] if p.isdigit()]
+    assert pids
+    node_sh(node, "kill -%s %s" % (sig, " ".join(pids)))
+    return pids
+
+
+def _in_flight(fleet, n=4):
+    def one():
+        try:
+            http_json(fleet.base_url + "/v1/completions", {"model": fleet.model, "prompt": "count: 1 2 3",
+                                                           "max_tokens": 400, "temperature": 0}, timeout=600)
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+    threads = [threading.Thread(target=one, daemon=True) for _i in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(watched):
+    fleet = watched
+    for node in fleet.nodes:
+        set_gpu(fleet, node, utilization_gpu="96", power_draw="61.20", clocks_sm="2405")
+    before = fleet.ranks()
+    _in_flight(fleet)
+    time.sleep(2)
+    t_stop = time.time()
+    _stop_engine(fleet, fleet.worker, "STOP")
+    # Same frozen counters at normal power: long prefill, no action, for two windows.
+    time.sleep(25)
+    lines = journal(fleet, t_stop)
+    t_lp, lp = first_line(lines, "verdict=long_prefill")
+    assert lp and "action=none" in lp, lines
+    assert not [m for _t, m in lines if "action=restart_group" in m or "verdict=wedged" in m], lines
+    now = fleet.ranks()
+    assert [(now[n]["id"], now[n]["started_at"]) for n in fleet.nodes] == \
+        [(before[n]["id"], before[n]["started_at"]) for n in fleet.nodes]
+    # Now the GPUs spin at low power: wedged, whole group restarted.
+    for node in fleet.nodes:
+        set_gpu(fleet, node, utilization_gpu="96", power_draw="12.40", clocks_sm="2405")
+    rec = _restart_scenario(fleet, "wedged", lambda: None, "wedged")
+    for node in fleet.nodes:
+        set_gpu(fleet, node)
+    record("watchdog_long_prefill", fault="SIGSTOP on the worker's engine, GPU at 61.2 W", verdict="long_prefill",
+           detected_s=round(t_lp - t_stop, 1), action="none", restarted=False)
+    assert rec["verdict"] == "wedged"
+
+
+def test_persistent_fault_three_strikes_then_give_up(watched, tmp_path):
+    fleet = watched
+    # A fault that persists: the worker's rank spec carries a flag vLLM refuses, so every start of that rank
+    # exits (a bad local edit). The file is backed up and restored after the give-up.
+    spec = "/var/lib/dgxspark-vllm/rank.json"
+    node_sh(fleet.worker, "cp -p %s %s.test-backup" % (spec, spec))
+    node_sh(fleet.worker, "python3 -c \"import json; p='%s'; d=json.load(open(p)); "
+                          "d['spec']['command'].append('--no-such-flag'); json.dump(d, open(p, 'w'))\"" % spec)
+    try:
+        t0 = time.time()
+        node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container)
+        wait_for(lambda: head_sh(fleet, "test -f %s/gave-up.json" % STATE_DIR, check=False)[0] == 0, 1500, 5,
+                 "the give-up file")
+        t_gave_up = time.time()
+        _rc, out, _e = head_sh(fleet, "cat %s/gave-up.json" % STATE_DIR)
+        gave = json.loads(out)
+        assert "3 failed restarts in a row" in gave["reason"], gave
+        assert gave["strikes"] == 3 and gave["evidence"], gave
+        time.sleep(15)  # five cycles: no fourth attempt
+        lines = journal(fleet, t0)
+        attempts = [m for _t, m in lines if "action=restart_group stamp=" in m]
+        assert len(attempts) == 3, attempts
+        assert [m for _t, m in lines if "action=give_up" in m]
+        stamps = [m.split("stamp=")[1].split()[0] for m in attempts]
+        kept = dict((s, logs_saved(fleet, s)) for s in stamps)
+        # every attempt saved every rank it removed: both ranks on the first, then the worker's failed start
+        assert all(kept[stamps[0]][n] for n in fleet.nodes), kept
+        assert all(kept[s][fleet.worker] for s in stamps), kept
+        st = state(fleet)
+        assert st["mode"] == "gave_up" and st["strikes"] == 3
+        _rc, prom, _e = head_sh(fleet, "cat %s/dgxspark_vllm_watchdog.prom" % STATE_DIR)
+        assert "dgxspark_vllm_watchdog_gave_up 1" in prom
+    finally:
+        node_sh(fleet.worker, "mv %s.test-backup %s" % (spec, spec))
+    # The documented reset after the fix: the watchdog acts again and brings the group back.
+    t_reset = time.time()
+    run = start_playbook("playbooks/watchdog.yml", tmp_path, extravars={"vllm_watchdog_action": "reset"})
+    assert run.rc == 0, run.output[-4000:]
+    t_end, result = wait_restart_done(fleet, t_reset, 900)
+    assert "result=serving" in result, result
+    fleet.chat()
+    record("watchdog_give_up", fault="worker rank spec with a flag vLLM refuses (persists)", verdict="rank_dead",
+           attempts=len(attempts), gave_up_s=round(t_gave_up - t0, 1), gave_up=gave, logs_kept=kept,
+           strikes=3, reset_to_serving_s=round(t_end - t_reset, 1))

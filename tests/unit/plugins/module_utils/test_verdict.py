@@ -1,0 +1,196 @@
+"""plugins/module_utils/verdict.py: the group classifier shared by vllm_health and the watchdog.
+
+Inputs are real captures: tests/fixtures/health/sim-cpu (the simulated fleet's /metrics after a bench),
+tests/fixtures/sim/nvidia-smi (GB10 table), tests/fixtures/watchdog (/metrics pairs and nvidia-smi
+samples captured on the fault fleet while serving, idle and with one rank SIGSTOPped).
+"""
+import os
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
+from tests.unit.conftest import FIXTURES, read_fixture
+
+W = "watchdog"
+
+
+def counters(*parts):
+    return V.serving_counters(V.parse_metrics(read_fixture(*parts)))
+
+
+def _scrape(running, waiting, gen):
+    text = ('vllm:num_requests_running{engine="0",model_name="m"} %s\n'
+            'vllm:num_requests_waiting{engine="0",model_name="m"} %s\n'
+            'vllm:generation_tokens_total{engine="0",model_name="m"} %s\n' % (running, waiting, gen))
+    return V.serving_counters(V.parse_metrics(text))
+
+
+GROUP = [{"rank": 0, "host": "spark-flt-0", "running": True}, {"rank": 1, "host": "spark-flt-1", "running": True}]
+
+
+# ---- wedge check (moved from health.py; vllm_health calls it through verdict) ----------------
+
+def test_wedge_stalled_when_busy_and_no_tokens():
+    v = V.wedge_verdict(_scrape(1, 2, 5120), _scrape(1, 2, 5120), 10)
+    assert v["stalled"] is True and v["busy"] == 3 and v["generated"] == 0
+    assert "1 running, 2 waiting, generation tokens unchanged at 5120 over 10 s" in v["msg"]
+
+
+def test_wedge_idle_or_progressing_is_not_stalled():
+    assert V.wedge_verdict(_scrape(0, 0, 5120), _scrape(0, 0, 5120), 10)["stalled"] is False
+    v = V.wedge_verdict(_scrape(2, 0, 5120), _scrape(2, 0, 5388), 10)
+    assert v["stalled"] is False and v["generated"] == 268
+
+
+def test_wedge_without_counter_is_unknown():
+    assert V.wedge_verdict({}, {}, 5)["stalled"] is None
+
+
+def test_the_wedge_check_lives_here_only():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health
+    assert V.parse_metrics is health.parse_metrics  # one parser (vllm_bench imports health.py alone)
+    assert not any(hasattr(health, n) for n in ("wedge_verdict", "serving_counters"))
+
+
+# ---- nvidia-smi samples ------------------------------------------------------------------------
+
+def test_gb10_table_capture_is_idle_low_power():
+    s = V.parse_gpu_query(read_fixture("sim", "nvidia-smi", "gb10-table-excerpt.txt"))
+    assert s == {"utilization_pct": 0.0, "power_w": 4.0, "clocks_sm_mhz": None}
+    assert V.gpu_state(s) == "low"
+
+
+def test_gb10_memory_query_has_no_power():
+    s = V.parse_gpu_query(read_fixture("sim", "nvidia-smi", "gb10-query-memory-used-total.csv"))
+    assert s["utilization_pct"] is None and s["power_w"] is None
+    assert V.gpu_state(s) == "unknown"
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("gpu-idle.csv", (0.0, 4.0, 208.0, "low")),
+    ("gpu-spinning.csv", (96.0, 12.4, 2405.0, "spinning")),
+    ("gpu-computing.csv", (96.0, 61.2, 2405.0, "computing")),
+])
+def test_stand_in_query_samples(name, expected):
+    s = V.parse_gpu_query(read_fixture(W, "nvidia-smi", name))
+    assert (s["utilization_pct"], s["power_w"], s["clocks_sm_mhz"], V.gpu_state(s)) == expected
+
+
+def test_power_floor_and_busy_threshold_are_parameters():
+    s = {"utilization_pct": 96.0, "power_w": 22.0}
+    assert V.gpu_state(s) == "spinning"
+    assert V.gpu_state(s, power_floor_w=20.0) == "computing"
+    assert V.gpu_state(s, busy_util_pct=97.0) == "low"
+
+
+# ---- group verdicts on captured pairs ----------------------------------------------------------
+
+def _gpus(name):
+    s = V.parse_gpu_query(read_fixture(W, "nvidia-smi", name))
+    return {"spark-flt-0": s, "spark-flt-1": s}
+
+
+def test_idle_pair():
+    first, second = counters(W, "metrics", "idle-first.prom"), counters(W, "metrics", "idle-second.prom")
+    v = V.classify(GROUP, True, first, second, 10, _gpus("gpu-idle.csv"))
+    assert (v["verdict"], v["action"]) == ("idle", "none")
+
+
+def test_progressing_pair():
+    first, second = counters(W, "metrics", "progressing-first.prom"), counters(W, "metrics", "progressing-second.prom")
+    v = V.classify(GROUP, True, first, second, 10, _gpus("gpu-idle.csv"))
+    assert v["verdict"] == "progressing" and v["action"] == "none"
+    assert v["wedge"]["generated"] == second["generation_tokens"] - first["generation_tokens"] > 0
+
+
+def test_frozen_pair_at_low_power_is_wedged():
+    first, second = counters(W, "metrics", "stalled-first.prom"), counters(W, "metrics", "stalled-second.prom")
+    assert first["generation_tokens"] == second["generation_tokens"]
+    v = V.classify(GROUP, True, first, second, 10, _gpus("gpu-spinning.csv"))
+    assert (v["verdict"], v["action"]) == ("wedged", "restart_group")
+    assert v["hosts"] == ["spark-flt-0", "spark-flt-1"]
+    assert "spark-flt-0 spinning" in v["cause"]
+
+
+def test_same_frozen_pair_at_normal_power_is_long_prefill():
+    first, second = counters(W, "metrics", "stalled-first.prom"), counters(W, "metrics", "stalled-second.prom")
+    gpus = _gpus("gpu-spinning.csv")
+    gpus["spark-flt-1"] = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-computing.csv"))
+    v = V.classify(GROUP, True, first, second, 10, gpus)
+    assert (v["verdict"], v["action"]) == ("long_prefill", "none")
+    assert "spark-flt-1" in v["cause"]
+
+
+def test_sim_bench_capture_is_idle_against_itself():
+    c = counters("health", "sim-cpu", "metrics-after-bench.prom")
+    v = V.classify(GROUP, True, c, c, 30, {})
+    assert v["verdict"] == "idle" and c["generation_tokens"] > 0
+
+
+def test_head_down_and_rank_dead_come_before_metrics():
+    down = [dict(GROUP[0], running=False), GROUP[1]]
+    v = V.classify(down, False, None, None, 10)
+    assert (v["verdict"], v["hosts"], v["action"]) == ("head_down", ["spark-flt-0"], "restart_group")
+    dead = [GROUP[0], dict(GROUP[1], running=False)]
+    v = V.classify(dead, True, None, None, 10)
+    assert (v["verdict"], v["hosts"]) == ("rank_dead", ["spark-flt-1"])
+    gone = [GROUP[0], dict(GROUP[1], running=None)]
+    assert "node unreachable" in V.classify(gone, True, None, None, 10)["cause"]
+    v = V.classify(GROUP, False, None, None, 10)
+    assert v["verdict"] == "head_down" and "/health" in v["cause"]
+
+
+def test_no_metrics_pair_yet_is_unknown_no_action():
+    v = V.classify(GROUP, True, None, None, 10)
+    assert (v["verdict"], v["action"]) == ("unknown", "none")
+
+
+# ---- loading livelock --------------------------------------------------------------------------
+
+def test_loading_livelock_needs_frozen_shards_and_spin():
+    spin = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-spinning.csv"))
+    busy = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-computing.csv"))
+    assert V.loading_livelock(48, 48, 120, spin)["livelock"] is True
+    assert V.loading_livelock(48, 49, 120, spin)["livelock"] is False     # slow progress
+    assert V.loading_livelock(48, 48, 120, busy)["livelock"] is False     # I/O stall at normal power
+
+
+# ---- order and strikes ------------------------------------------------------------------------
+
+def test_group_order_tp3():
+    o = V.group_order({"n2": 2, "n0": 0, "n1": 1})
+    assert o == {"teardown": ["n0", "n1", "n2"], "start": ["n2", "n1", "n0"], "head": "n0"}
+    with pytest.raises(ValueError):
+        V.group_order({"a": 0, "b": 2})
+
+
+def test_restart_steps_save_logs_first_head_last():
+    steps = V.restart_steps([{"host": "h", "rank": 0}, {"host": "w", "rank": 1}])
+    assert steps == [("logs", "h"), ("logs", "w"), ("stop", "h"), ("stop", "w"), ("ritual", "h"), ("ritual", "w"),
+                     ("settled", "h"), ("settled", "w"), ("start", "w"), ("start", "h"), ("health_gate", "h")]
+
+
+def test_three_failed_restarts_give_up_success_clears():
+    st, now = {}, 1000.0
+    st, why = V.record_restart(st, now, False, 3)
+    st, why = V.record_restart(st, now + 60, False, 3)
+    assert st["strikes"] == 2 and why is None
+    ok, why_ok = V.record_restart(st, now + 120, True, 3)
+    assert ok["strikes"] == 0 and why_ok is None and ok["restarts_total"] == 3
+    st, why = V.record_restart(st, now + 120, False, 3)
+    assert st["strikes"] == 3 and "3 failed restarts in a row" in why
+
+
+def test_restarts_within_window():
+    times = [0.0, 100.0, 200.0]
+    assert "3 restarts within 3600 s" in V.may_restart(times, 300.0, 3, 3600)
+    assert V.may_restart(times, 3700.0, 3, 3600) is None
+
+
+def test_module_imports_only_stdlib_and_health():
+    with open(os.path.join(FIXTURES, "..", "..", "plugins", "module_utils", "verdict.py")) as f:
+        src = f.read()
+    imports = [ln for ln in src.splitlines() if ln.startswith(("import ", "from "))]
+    assert imports == ["from __future__ import absolute_import, division, print_function", "import re",
+                       "from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, "
+                       "parse_metrics  # noqa: F401 pylint: disable=unused-import"]

@@ -1,0 +1,88 @@
+"""roles/vllm_watchdog/files: the watchdog program's config checks and the agent's verb filter.
+
+Both are loaded from the role's files (the programs the role installs); nothing is stubbed.
+"""
+import importlib.machinery
+import importlib.util
+import json
+import os
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FILES = os.path.join(ROOT, "roles", "vllm_watchdog", "files")
+
+
+def load(name):
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"), os.path.join(FILES, name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+WD = load("dgxspark-vllm-watchdog")
+AGENT = load("dgxspark-vllm-agent")
+
+GOOD = {"nodes": [{"host": "h", "rank": 0, "address": "198.18.20.10"}, {"host": "w", "rank": 1, "address": "198.18.20.11"}],
+        "api_url": "http://198.18.20.10:8000", "state_dir": "/tmp/x", "interval_s": 30.0, "window_s": 120.0,
+        "power_floor_w": 25.0, "busy_util_pct": 80.0, "max_failed_restarts": 3, "max_restarts": 6,
+        "restart_window_s": 21600.0, "health_gate_timeout_s": 3600.0, "boot_wait_s": 1800.0, "confirm_cycles": 2,
+        "ssh_key": "/k", "ssh_user": "vllm-watchdog", "agent": "/usr/local/sbin/dgxspark-vllm-agent"}
+
+
+def write(tmp_path, data):
+    p = tmp_path / "watchdog.json"
+    p.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(p)
+
+
+def test_good_config_loads(tmp_path):
+    assert WD.load_config(write(tmp_path, GOOD))["nodes"][1]["host"] == "w"
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda c: "{not json", "is not valid JSON"),
+    (lambda c: dict((k, v) for k, v in c.items() if k != "window_s"), "lacks window_s"),
+    (lambda c: dict(c, interval_s=0), "interval_s must be a positive number, got 0"),
+    (lambda c: dict(c, window_s="2m"), "window_s must be a positive number, got '2m'"),
+    (lambda c: dict(c, nodes=[{"host": "h", "rank": 0}, {"host": "w", "rank": 2}]), "ranks [0, 2] are not 0..N-1"),
+])
+def test_bad_config_is_refused_with_the_reason(tmp_path, mutate, needle):
+    with pytest.raises(ValueError) as e:
+        WD.load_config(write(tmp_path, mutate(dict(GOOD))))
+    assert needle in str(e.value)
+
+
+def test_missing_config_exits_2_and_says_why(tmp_path, capsys):
+    assert WD.main(["--config", str(tmp_path / "absent.json")]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("refusing to start: cannot read %s" % (tmp_path / "absent.json"))
+
+
+@pytest.mark.parametrize("argv", [["status"], ["logs", "20261201T130000Z"], ["stop", "20261201T130000Z"],
+                                  ["ritual"], ["start"]])
+def test_agent_accepts_its_verbs(argv):
+    assert AGENT.parse_request(argv) == argv
+
+
+@pytest.mark.parametrize("argv", [["id"], ["status", "extra"], ["logs"], ["stop", "x;rm -rf /"], ["start", "now"],
+                                  ["logs", "../../etc/passwd"]])
+def test_agent_refuses_anything_else(argv):
+    with pytest.raises(ValueError) as e:
+        AGENT.parse_request(argv)
+    assert str(e.value).startswith("refused")
+
+
+def test_agent_over_ssh_reads_the_original_command(monkeypatch):
+    monkeypatch.setenv("SSH_ORIGINAL_COMMAND", "stop 20261201T130000Z")
+    assert AGENT.parse_request(["--ssh"]) == ["stop", "20261201T130000Z"]
+    monkeypatch.setenv("SSH_ORIGINAL_COMMAND", "bash -i")
+    with pytest.raises(ValueError):
+        AGENT.parse_request(["--ssh"])
+
+
+def test_engine_process_pattern():
+    assert AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/bin/vllm serve /models/tiny-glm")
+    assert AGENT.ENGINE_RE.search("VLLM::Worker_TP1")
+    assert not AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/sbin/dgxspark-vllm-agent status")
