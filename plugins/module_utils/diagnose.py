@@ -88,8 +88,8 @@ def _exit_hit(want, container):
     for key, value in want.items():
         if key not in container or container[key] != value:
             return None
-    return "container exited: exit code %s, OOMKilled %s" % (container.get("exit_code"),
-                                                                container.get("oom_killed"))
+    return "container exited: exit code %s, OOMKilled %s" % (
+        container.get("exit_code"), container.get("oom_killed"))
 
 
 def match_entry(e, evidence, lines=None):
@@ -295,7 +295,9 @@ def fleet_facts(raw_by_host, head):
     out = dict((h, {}) for h in raw_by_host)
     ref = raw_by_host.get(head) or {}
     ref_image = ref.get("image") or {}
-    head_running = bool((ref.get("container") or {}).get("running"))
+    # the head's rank exists and stopped (absent during a bring-up, workers first, is not a failure)
+    head_rank = ref.get("container") or {}
+    head_stopped = bool(head_rank.get("exists")) and not head_rank.get("running")
     kv = {}
     for host, raw in raw_by_host.items():
         facts = out[host]
@@ -303,10 +305,12 @@ def fleet_facts(raw_by_host, head):
         if host != head and ref_image:
             diffs = []
             # layers (content digests) survive docker save/load; image IDs are not compared across nodes
-            if img.get("layers") and ref_image.get("layers") and img["layers"] != ref_image["layers"]:
-                extra = [l for l in img["layers"] if l not in ref_image["layers"]]
-                diffs.append("image layers differ from the head's (%d not on the head%s)" % (
-                    len(extra), ", e.g. %s" % extra[0][:19] if extra else ""))
+            for key, what in (("layers", "the lane's image tag"), ("running_layers", "the running rank's image")):
+                mine, theirs = img.get(key), ref_image.get(key)
+                if mine and theirs and mine != theirs:
+                    extra = [l for l in mine if l not in theirs]
+                    diffs.append("%s: layers differ from the head's (%d not on the head%s)" % (
+                        what, len(extra), ", e.g. %s" % extra[0][:19] if extra else ""))
             for path, digest in sorted((img.get("files") or {}).items()):
                 if (ref_image.get("files") or {}).get(path) not in (None, digest):
                     diffs.append("file %s differs from the head's" % path)
@@ -320,7 +324,7 @@ def fleet_facts(raw_by_host, head):
                     bad.append("%s is %s bytes, the head's %s" % (path, "missing" if mine is None else mine, size))
             if bad:
                 facts["weights_mismatch"] = "; ".join(bad[:3])
-        if host != head and ref and not head_running and (raw.get("container") or {}).get("running"):
+        if host != head and head_stopped and (raw.get("container") or {}).get("running"):
             facts["head_down_worker_up"] = "the head's rank is not running while this worker's is"
         m = re.findall(r"Available KV cache memory: ([\d.]+) GiB", raw.get("logs") or "")
         if m:
@@ -340,15 +344,16 @@ def last_lines(text, n=20):
 
 
 def host_verdict(host, evidence, unreachable=None):
-    """{host, status: unreachable|healthy|failed|unknown, matches, last_lines} for one host."""
+    """{host, status: unreachable|healthy|failed|unknown|absent, matches, last_lines} for one host."""
     if unreachable:
         return {"host": host, "status": "unreachable", "matches": [], "last_lines": [], "reason": unreachable}
     matches = diagnose(evidence)
     container = evidence.get("container") or {}
-    stopped = container.get("exists") is False or (container and not container.get("running"))
     if matches:
         status = "failed"
-    elif stopped:
+    elif container.get("exists") is False:
+        status = "absent"
+    elif container and not container.get("running"):
         status = "unknown"
     else:
         status = "healthy"
@@ -365,6 +370,9 @@ def format_verdict(v):
         return ["%s: unreachable \u2014 %s" % (v["host"], v.get("reason") or "no connection")]
     if v["status"] == "healthy":
         return ["%s: healthy \u2014 no catalogue entry matches" % v["host"]]
+    if v["status"] == "absent":
+        return ["%s: no rank container on this node and no catalogue entry matches (not started yet, or "
+                "removed: site.yml starts the group)" % v["host"]]
     if v["status"] == "unknown":
         return (["%s: unknown \u2014 the rank stopped and no catalogue entry matches; last lines:" % v["host"]]
                 + ["  " + line for line in v["last_lines"]])

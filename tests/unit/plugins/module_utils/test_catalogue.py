@@ -83,6 +83,20 @@ def test_capture_matches_its_entries_best_first(cap):
     assert cap["form"] in ("verbatim", "reconstructed", "captured")
 
 
+def test_every_entry_matches_a_captured_input():
+    matched = set()
+    for cap in CAPTURES["failures"]:
+        matched.update(m["id"] for m in D.diagnose(evidence(cap)))
+    missing = [e["id"] for e in C.CATALOGUE if e["id"] not in matched]
+    # node-state entries the simulated fleet captured (tests/fixtures/doctor/sim) are proven in test_doctor
+    sim = set()
+    for name in os.listdir(os.path.join(FIXTURES, "doctor", "sim")):
+        if name.endswith(".expected.yaml"):
+            with open(os.path.join(FIXTURES, "doctor", "sim", name), encoding="utf-8") as f:
+                sim.update(h["top"] for h in yaml.safe_load(f)["hosts"].values() if h.get("top"))
+    assert [i for i in missing if i not in sim] == []
+
+
 @pytest.mark.parametrize("cap", CAPTURES["healthy"], ids=[c["name"] for c in CAPTURES["healthy"]])
 def test_no_entry_matches_a_healthy_capture(cap):
     assert D.diagnose(evidence(cap)) == []
