@@ -17,6 +17,10 @@ __metaclass__ = type
 import json
 import re
 
+try:
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import diagnose as D
+except ImportError:  # shipped beside roles/vllm_bench/files/vllm_bench.py with diagnose.py and catalogue.py
+    import diagnose as D  # type: ignore
 
 # --------------------------------------------------------------------------------------------
 # Log lines
@@ -138,118 +142,30 @@ def parse_phase(text):
     }
 
 
-# Failure signatures: (signature id, reason class, regex, hint, source). Classes are the five
-# the readiness gate reports (A.6): out_of_memory, collective_init, missing_file,
-# free_memory_check, other. Every regex was written against a captured line in
-# tests/fixtures/health/vllm-logs/errors or the kernel-logs.
-REASON_CLASSES = ("out_of_memory", "collective_init", "missing_file", "free_memory_check", "other")
-
-_SIGNATURES = [
-    ("free_memory_refused", "free_memory_check",
-     re.compile(r"Free memory on device \S+ \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than "
-                r"desired GPU memory utilization \((?P<util>[\d.]+), (?P<desired>[\d.]+) GiB\)"),
-     "lower serve.gpu_memory_utilization to floor(free/total, 2) of the tightest node, drop caches before "
-     "each rank start, do not raise vm.min_free_kbytes", "F17, G#8"),
-    ("kv_cache_too_small", "free_memory_check",
-     re.compile(r"To serve at least one request with the model's max seq len \((?P<max_seq_len>\d+)\), "
-                r"(?P<needed>[\d.]+) GiB KV cache is needed.*available (?P<available>[\d.]+) GiB"),
-     "raise the KV pin or lower serve.max_model_len (E.1 formula)", "F12, G#30"),
-    ("nvrm_no_memory", "out_of_memory", re.compile(r"NV_ERR_NO_MEMORY"),
-     "drop page cache before launch, run the flusher during boot, keep mnbt 8192 with a pinned KV", "G#7, I.6"),
-    ("cuda_oom", "out_of_memory",
-     re.compile(r"CUDA out of memory|OutOfMemoryError|torch\.OutOfMemoryError|Cannot allocate memory|"
-                r"std::bad_alloc|MemoryError\b"),
-     "lower gpu_memory_utilization / the KV pin or free memory on the node", "G#7"),
-    ("setstorage_out_of_bounds", "out_of_memory",
-     re.compile(r"requiring a storage size of (?P<required>\d+) are out of bounds for storage of size "
-                r"(?P<available>\d+)"),
-     "drafter tensor view larger than its storage: check the drafter padding (D.3)", "I.4"),
-    ("gloo_no_address", "collective_init",
-     re.compile(r"Unable to find address for: (?P<ifname>\S+)"),
-     "GLOO_SOCKET_IFNAME names an interface with no IPv4 on this node; derive it per host (rdma_fabric)", "F06"),
-    ("gloo_fullmesh", "collective_init",
-     re.compile(r"Gloo connectFullMesh failed.*remote=\[(?P<remote>[^\]]+)\]"),
-     "a rank advertised loopback or a firewall drops the rendezvous: set VLLM_HOST_IP/GLOO_SOCKET_IFNAME, "
-     "open the master port", "F26"),
-    ("ibv_modify_qp", "collective_init",
-     re.compile(r"ibv_modify_qp failed with (?P<errno>\d+).*on dev (?P<dev>[\w]+):(?P<port>\d+)"),
-     "NCCL paired HCAs that share no cable/subnet: check the fabric topology and NCCL_IB_HCA", "F07"),
-    ("nccl_error", "collective_init",
-     re.compile(r"NCCL error|ncclCommInitRank|ncclSystemError|ncclInternalError|NCCL WARN"),
-     "check NCCL_IB_HCA / NCCL_IB_GID_INDEX per node (rdma_fabric facts) and that every HCA is Up", "F03, G#3-4"),
-    ("rendezvous", "collective_init",
-     re.compile(r"DistNetworkError|TCPStore|The client socket has timed out|"
-                r"Connection refused.*(?:master|store)|torch\.distributed\.DistStoreError|"
-                r"Timed out (?:waiting|after).*(?:rank|peers|store)"),
-     "the rank could not reach the master address/port: tear down every rank and relaunch workers first", "A.4, G#25"),
-    ("loopback_fallback", "collective_init",
-     re.compile(r"Using the loopback address as fallback"),
-     "the host name resolves to loopback; set GLOO_SOCKET_IFNAME and VLLM_HOST_IP explicitly", "F26"),
-    ("file_not_found", "missing_file",
-     re.compile(r"FileNotFoundError|No such file or directory|does not appear to have a file named|"
-                r"(?:Cannot|Can't) find (?:the )?(?:model|config|file)|OSError: .*(?:not found|does not exist)|"
-                r"is not a local folder and is not a valid model identifier"),
-     "a weight, template or fix file is missing in the container: check the mounts and model_weights manifest",
-     "F23, F25, G#16"),
-    ("no_chat_template", "missing_file",
-     re.compile(r"default chat template is no longer allowed"),
-     "ship chat_template.jinja with the weights and pass --chat-template", "F13"),
-    ("topk_wall", "other",
-     re.compile(r"persistent_topk would oversubscribe"),
-     "the sparse_attn_indexer_kpool.py fix file is not mounted on every rank (kernel_fix)", "F25"),
-    ("drafter_heads", "other",
-     re.compile(r"total_num_heads % tp_size == 0"),
-     "the drafter's heads do not divide by the TP size: pad it (drafter_pad) to 48/12 at TP3", "F12"),
-    ("engine_dead", "other", re.compile(r"EngineDeadError|Engine core initialization failed|"
-                                        r"WorkerProc initialization failed|RuntimeError:|ValueError:|"
-                                        r"AssertionError|Traceback \(most recent call last\)"),
-     "read the rank's log above the first traceback", "A.6"),
-]
+# Failure classification lives once, in the failure catalogue (catalogue.py, docs/catalogue.md) and its
+# classifier (diagnose.py); this is the readiness gate's view of it. Reason classes are the catalogue's.
+REASON_CLASSES = tuple(sorted(set(e["class"] for e in D.entries())))
 
 
-def classify_failure(text, oom_killed=False, exit_code=None):
-    """Reason class for a rank that stopped: the first signature, in log order, that matches.
+def classify_failure(text, oom_killed=False, exit_code=None, kernel="", journal=""):
+    """Reason for a rank that stopped: the best-ranked catalogue entry for its log and exit.
 
-    The root cause comes first; the cascade (EngineDeadError, tracebacks on the other ranks)
-    follows, so the earliest specific line wins over the generic ones. Docker's OOMKilled flag means
-    out_of_memory; exit code 137 without it and without a log signature is a SIGKILL from outside
-    (class other, signature sigkill_137).
-    Returns {reason_class, signature, line, hint, source, extract}.
+    The root cause comes first in the log; the cascade (EngineDeadError, tracebacks) matches only generic
+    entries, which rank last. Hang signatures (class hang) are the wedge check's, not an exit's.
+    Returns {reason_class, signature (the catalogue id), line, hint (the fix), cause, source, extract}.
     """
-    lines = split_log_lines(text)
-    found = None
-    for pos, line in enumerate(lines):
-        for prio, (sig, cls, rx, hint, src) in enumerate(_SIGNATURES):
-            m = rx.search(line)
-            if not m:
-                continue
-            generic = sig in ("engine_dead", "loopback_fallback")
-            key = (1 if generic else 0, pos, prio)
-            if found is None or key < found[0]:
-                found = (key, sig, cls, line, hint, src, m.groupdict())
-            break
-    if oom_killed and (found is None or found[2] != "out_of_memory"):
-        return {"reason_class": "out_of_memory", "signature": "oom_killed",
-                "line": found[3] if found else None,
-                "hint": "the kernel OOM killer stopped the container (docker OOMKilled=true): lower memory use "
-                        "or raise the container's --memory",
-                "source": "G#6-7", "extract": {}}
-    if found is None:
-        hint = "no known failure line in the log; read the last lines"
-        if exit_code == 0:
-            hint = ("exited 0: a headless worker exits 0 when its head dies; tear down every rank "
-                    "and relaunch (A.5)")
-        elif exit_code == 137:
-            # docker sets OOMKilled for a cgroup OOM; without it a SIGKILL came from outside
-            return {"reason_class": "other", "signature": "sigkill_137", "line": None,
-                    "hint": "killed with SIGKILL (exit 137) and docker reports OOMKilled false: a docker kill/rm, "
-                            "or the host's OOM killer (journalctl -k | grep -i 'out of memory')",
-                    "source": "G#6", "extract": {}}
-        return {"reason_class": "other", "signature": "unknown", "line": None, "hint": hint,
-                "source": "A.6", "extract": {}}
-    _key, sig, cls, line, hint, src, extract = found
-    return {"reason_class": cls, "signature": sig, "line": line, "hint": hint, "source": src,
-            "extract": dict((k, v) for k, v in extract.items() if v is not None)}
+    ev = {"logs": text, "kernel": kernel, "journal": journal}
+    if oom_killed or exit_code is not None:
+        ev["container"] = {"exists": True, "running": False, "exit_code": exit_code, "oom_killed": bool(oom_killed)}
+    matches = D.diagnose(ev, exclude_classes=("hang",))
+    if not matches:
+        return {"reason_class": "other", "signature": "unknown", "line": None,
+                "hint": "no catalogue entry matches; read the last lines (playbooks/doctor.yml collects every node)",
+                "cause": "unknown", "source": "docs/catalogue.md", "extract": {}}
+    m = matches[0]
+    return {"reason_class": m["class"], "signature": m["id"], "line": m["evidence"] if m["kind"] == "log" else None,
+            "hint": m["fix"], "cause": m["cause"], "source": "catalogue: %s" % m["id"], "extract": m["extract"],
+            "evidence": m["evidence"]}
 
 
 # KV and boot figures (E.3, F16, F20, I.4)

@@ -376,12 +376,13 @@ def fail_stopped(module, state, start, health_status=None):
         what = "container %s does not exist on this node" % state["name"]
         failure = {"reason_class": "other", "signature": "absent", "line": None,
                    "hint": "the rank was never started or was removed: run the vllm_ranks role (all ranks)",
-                   "source": "A.5", "extract": {}}
+                   "cause": "no rank container on this node", "source": "catalogue: worker_orphaned", "extract": {}}
     else:
         what = "container %s is %s (exit code %s, OOMKilled %s)" % (
             state["name"], state["status"], state.get("exit_code"), state.get("oom_killed"))
-    msg = ("rank %s: %s. Reason class: %s (%s). %s Fix: %s [%s]. Last %d log lines:\n%s"
+    msg = ("rank %s: %s. Reason class: %s (%s). %s%s Fix: %s [%s]. Last %d log lines:\n%s"
            % (p["rank"], what, failure["reason_class"], failure["signature"],
+              ("Cause: %s " % failure["cause"]) if failure.get("cause") else "",
               ("Line: %s." % failure["line"]) if failure.get("line") else "",
               failure["hint"], failure["source"], len(last), "\n".join(last)))
     module.fail_json(msg=msg, ready=False, health_status=health_status, container=state, rank=p["rank"],

@@ -203,6 +203,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
     error_lines,
     plan,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL
 
 
@@ -315,10 +316,13 @@ def main():
             result["container"] = _public(info)
             if outcome != "ready":
                 result["last_errors"] = error_lines(tail) or (tail or "").splitlines()[-20:]
-                module.fail_json(msg="rank %s: %s after docker run (%s); last log lines: %s" % (
+                # the failure catalogue names the cause (module_utils/diagnose.py, docs/catalogue.md)
+                result["diagnosis"] = explain(tail, info if outcome == "exited" else None)
+                module.fail_json(msg="rank %s: %s after docker run (%s); %slast log lines: %s" % (
                     name, "the container exited" if outcome == "exited" else
                     "no line matching %r within %s s" % (p["wait_regex"], p["wait_timeout"]),
                     "status %s, exit code %s" % (info["status"], info["exit_code"]) if info else "container gone",
+                    ("diagnosis: %s; " % result["diagnosis"]) if result["diagnosis"] else "",
                     " | ".join(result["last_errors"][-5:]) or "none"), **result)
         else:
             result["container"] = _public(dr.inspect(name))

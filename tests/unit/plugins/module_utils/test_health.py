@@ -203,8 +203,8 @@ def test_phase_graph_capture():
      {"errno": "110", "dev": "rocep1s0f0", "port": "1"}),
     (("vllm-logs", "errors", "hostname-loopback-fallback.log"), "collective_init", "loopback_fallback", {}),
     (("vllm-logs", "errors", "default-chat-template-not-allowed.log"), "missing_file", "no_chat_template", {}),
-    (("vllm-logs", "errors", "persistent-topk-oversubscribe.log"), "other", "topk_wall", {}),
-    (("vllm-logs", "errors", "dflash-drafter-heads-not-divisible.log"), "other", "drafter_heads", {}),
+    (("vllm-logs", "errors", "persistent-topk-oversubscribe.log"), "fix_file", "topk_wall", {}),
+    (("vllm-logs", "errors", "dflash-drafter-heads-not-divisible.log"), "config", "drafter_heads", {}),
 ])
 def test_reason_class_from_captured_line(path, cls, sig, extract):
     r = health.classify_failure(read_fixture(H, *path))
@@ -233,15 +233,19 @@ def test_oom_killed_flag_and_exit_codes():
     assert health.classify_failure("", oom_killed=True)["reason_class"] == "out_of_memory"
     killed = health.classify_failure("Triton is installed, but doesn't include CPU backend. Disabling Triton.",
                                      exit_code=137)
-    assert (killed["reason_class"], killed["signature"]) == ("other", "sigkill_137")
+    assert (killed["reason_class"], killed["signature"]) == ("process", "rank_killed")
+    assert killed["source"] == "catalogue: rank_killed"
     r = health.classify_failure("INFO all fine", exit_code=0)
-    assert r["reason_class"] == "other" and "headless worker exits 0" in r["hint"]
+    assert r["signature"] == "worker_orphaned" and "workers first" in r["hint"]
 
 
 def test_shm_broadcast_hang_is_not_a_failure_class():
     # a hang signature (repeats every minute); the wedge check reports it, not the exit classifier
-    r = health.classify_failure(read_fixture(H, "vllm-logs", "errors", "shm-broadcast-no-block-60s.log"))
-    assert r["signature"] == "unknown"
+    text = read_fixture(H, "vllm-logs", "errors", "shm-broadcast-no-block-60s.log")
+    assert health.classify_failure(text)["signature"] == "unknown"
+    # the doctor sees it: the catalogue names it (class hang)
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import diagnose
+    assert diagnose.diagnose({"logs": text})[0]["id"] == "uvm_livelock"
 
 
 # ---- /metrics (F.5, S08, I.5) ---------------------------------------------------------------
@@ -393,7 +397,7 @@ def test_real_cpu_engine_capture_killed_rank():
     r = health.classify_failure(read_fixture(H, "sim-cpu", "rank1-killed.log"), oom_killed=state["OOMKilled"],
                                 exit_code=state["ExitCode"])
     assert (state["ExitCode"], state["OOMKilled"]) == (137, False)
-    assert (r["reason_class"], r["signature"]) == ("other", "sigkill_137")
+    assert (r["reason_class"], r["signature"]) == ("process", "rank_killed")
 
 
 def test_real_cpu_engine_capture_phase_starting():

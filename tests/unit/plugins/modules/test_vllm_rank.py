@@ -183,8 +183,20 @@ def test_start_that_exits_fails_with_the_log_lines(docker, tmp_path):
     result, failed = run_module(vllm_rank.main, args(tmp_path, spec=sim_spec(), wait_timeout=5))
     assert failed
     assert result["wait"] == "exited"
-    assert result["msg"] == ("rank vllm_rank: the container exited after docker run (status exited, exit code 1); "
-                             "last log lines: ValueError: To serve at least one request ... KV cache is needed")
+    assert result["msg"].startswith("rank vllm_rank: the container exited after docker run (status exited, exit "
+                                    "code 1); diagnosis: The engine stopped with an error")
+    # the failure catalogue's one classifier (diagnose.explain): a generic entry for this abridged line
+    assert result["diagnosis"].endswith("catalogue: engine_dead")
+    assert result["msg"].endswith("last log lines: ValueError: To serve at least one request ... KV cache is needed")
+
+
+def test_start_that_exits_names_the_catalogue_entry(docker, tmp_path, fixture_path):
+    docker.exit_after_run = 1
+    with open(fixture_path("health", "vllm-logs", "errors", "kv-cache-needed-exceeds-available.log")) as f:
+        docker.log_text = f.read()
+    result, failed = run_module(vllm_rank.main, args(tmp_path, spec=sim_spec(), wait_timeout=5))
+    assert failed and result["diagnosis"].endswith("catalogue: kv_cache_too_small")
+    assert "33.62 GiB KV cache is needed" in result["diagnosis"]
 
 
 def test_wait_regex_matches_the_worker_log(docker, tmp_path):

@@ -1,0 +1,114 @@
+"""doctor_collect helpers and doctor_report (the controller side of playbooks/doctor.yml).
+
+The fleet run (tests/e2e/faults/test_50_doctor.py) exercises the collector on real nodes; here the
+report is built from captured evidence and checked for verdict lines, tarball members and secrets.
+"""
+import json
+import os
+import tarfile
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.modules import doctor_collect as DC
+from ansible_collections.dgxspark.vllm.plugins.modules import doctor_report as DR
+from tests.unit.conftest import read_fixture
+from tests.unit.plugins.modules.utils import run_module
+
+OOM = read_fixture("doctor", "kernel", "cgroup-oom-kill.iso.log")
+CID = "672bcb1bc4438bdad3333c0e160b81185da1aca883403460c299ff0b97968f24"
+
+
+def test_secrets_are_redacted_from_env_and_args():
+    env = DC.redact_env(["HF_TOKEN=hf_abcdef", "VLLM_API_KEY=k-123", "NCCL_IB_HCA==rocep1s0f1", "PATH=/usr/bin"])
+    assert env == ["HF_TOKEN=<redacted>", "VLLM_API_KEY=<redacted>", "NCCL_IB_HCA==rocep1s0f1", "PATH=/usr/bin"]
+    assert DC.redact_args(["serve", "--api-key", "s3cret", "--port", "8000", "--api-key=other"]) == [
+        "serve", "--api-key", "<redacted>", "--port", "8000", "--api-key=<redacted>"]
+
+
+def test_kernel_lines_keep_only_this_ranks_oom_kill():
+    since = DC.parse_time("2026-12-01T12:50:00Z")
+    ours = DC.kernel_since(OOM, since, CID)
+    assert "Killed process 31138 (sh)" in ours and "oom-kill:" in ours
+    # another container's kill on the same kernel (the simulated nodes share it) is dropped
+    assert DC.kernel_since(OOM, since, "0123456789ab") == ""
+    # and so is anything before the rank started
+    assert DC.kernel_since(OOM, DC.parse_time("2026-12-01T13:00:00Z"), CID) == ""
+
+
+def _collected(container, logs="", raw=None, files=None):
+    base = {"container": container, "links": [], "ibdev2netdev": "", "fix_files": [], "weights": {}}
+    base.update(raw or {})
+    return {"changed": False, "raw": base, "files": files or {"container-log.txt": logs},
+            "evidence": {"logs": logs, "kernel": "", "journal": "", "container": container}}
+
+
+def test_report_names_cause_per_host_unreachable_and_healthy(tmp_path):
+    killed = json.loads(read_fixture("health", "sim-cpu", "rank1-killed.state.json"))
+    results = {
+        "node-a": _collected({"exists": True, "running": True, "exit_code": 0, "oom_killed": False},
+                             logs=read_fixture("health", "sim-cpu", "tp1-ready.log")),
+        "node-b": _collected({"exists": True, "running": False, "exit_code": killed["ExitCode"],
+                              "oom_killed": killed["OOMKilled"]}, logs=read_fixture("health", "sim-cpu", "rank1-killed.log")),
+        "node-c": {"unreachable": True, "msg": "Failed to connect to the host via ssh: port 22: Connection refused"},
+    }
+    res, failed = run_module(DR.main, {"results": results, "head": "node-a", "dest": str(tmp_path),
+                                       "stamp": "20261201T120000Z", "redact": ["s3cret-key"]})
+    assert not failed, res
+    v = res["verdicts"]
+    assert v["node-a"]["status"] == "healthy"
+    assert v["node-b"]["status"] == "failed" and v["node-b"]["matches"][0]["id"] == "rank_killed"
+    assert v["node-c"]["status"] == "unreachable"
+    line = [l for l in res["lines"] if l.startswith("1. node-b: ")][0]
+    assert line.endswith("catalogue: rank_killed")
+    assert "container exited: exit code 137, OOMKilled False" in line
+    assert res["lines"][-1].startswith("node-c: unreachable")
+    with tarfile.open(res["tarball"]) as tar:
+        names = tar.getnames()
+    assert "doctor-20261201T120000Z/doctor.md" in names
+    assert "doctor-20261201T120000Z/node-b/container-log.txt" in names
+    assert "doctor-20261201T120000Z/node-b/verdict.json" in names
+    assert os.path.dirname(res["summary"]) == os.path.dirname(res["tarball"])
+    with open(res["summary"]) as f:
+        md = f.read()
+    assert "## node-b: failed" in md and "| 1 | rank_killed |" in md and "## node-c: unreachable" in md
+
+
+def test_stopped_rank_without_a_match_is_unknown_with_last_lines(tmp_path):
+    results = {"node-a": _collected({"exists": True, "running": False, "exit_code": 3, "oom_killed": False},
+                                    logs="INFO starting\nINFO loading the model\n")}
+    res, failed = run_module(DR.main, {"results": results, "head": "node-a", "dest": str(tmp_path)})
+    assert not failed
+    assert res["verdicts"]["node-a"]["status"] == "unknown"
+    assert res["lines"][0].startswith("node-a: unknown") and res["lines"][-1] == "  INFO loading the model"
+
+
+def test_report_refuses_to_write_a_secret(tmp_path):
+    results = {"node-a": _collected({"exists": True, "running": True}, logs="token hf_leaked_value here\n")}
+    res, failed = run_module(DR.main, {"results": results, "head": "node-a", "dest": str(tmp_path),
+                                       "redact": ["hf_leaked_value"]})
+    assert failed and "contains a secret" in res["msg"]
+    assert not os.listdir(str(tmp_path))
+
+
+SIM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "doctor", "sim")
+SIM_CASES = sorted(n[:-len(".json")] for n in os.listdir(SIM) if n.endswith(".json")) if os.path.isdir(SIM) else []
+
+
+def _sim(name):
+    import yaml
+    with open(os.path.join(SIM, name + ".json")) as f:
+        cap = json.load(f)
+    with open(os.path.join(SIM, name + ".expected.yaml")) as f:
+        exp = yaml.safe_load(f)
+    return cap, exp
+
+
+@pytest.mark.parametrize("name", SIM_CASES)
+def test_simulated_fleet_captures_name_the_right_cause_first(name):
+    """Node evidence doctor_collect gathered on the simulated fleet after each fault (test_50_doctor.py)."""
+    cap, exp = _sim(name)
+    verdicts = DR.verdicts_for(cap["hosts"], exp["head"])
+    for host, want in exp["hosts"].items():
+        v = verdicts[host]
+        got = v["matches"][0]["id"] if v["matches"] else v["status"]
+        assert got == want["top"], (host, [m["id"] for m in v["matches"]], v["status"])
