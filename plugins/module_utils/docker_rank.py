@@ -4,7 +4,7 @@
 """One rank container through the docker CLI (module_utils/docker_cli.py, no Python docker SDK on the node).
 
 The command runner is injected (`run(argv) -> (rc, stdout, stderr)`), so the state machine is
-unit-tested against recorded `docker inspect` output. Rules (operations spec A.4-A.6):
+unit-tested against recorded `docker inspect` output. Rules (catalogue rendezvous_timeout, worker_orphaned, rank_killed):
   - `docker logs` is saved to a file BEFORE any removal (NVRM failures surface minutes later);
   - a container is recreated only when its spec-hash label differs, or it is not running;
   - a container found exited when a rank is started or removed counts as an unexplained death; the
@@ -31,7 +31,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import ( 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL, LABEL_PREFIX, run_argv
 
 SPEC_LABEL = LABEL_PREFIX + "spec"
-# Lines worth showing when a rank died (the T4 readiness loop greps the same words, spec A.6).
+# Lines worth showing when a rank died (the T4 readiness loop greps the same words, catalogue rank_killed).
 ERROR_RE = re.compile(r"error|Traceback|raise |Exception|NO_MEMORY|not support|Unsupported", re.IGNORECASE)
 
 
@@ -173,7 +173,7 @@ class DockerRank(object):
 
 
 def count_deaths(stored, current, reset=False):
-    """Unexplained deaths in a row after a start or removal found `current` (spec A.5).
+    """Unexplained deaths in a row after a start or removal found `current` (catalogue worker_orphaned).
 
     A container found not running adds one; one found running ends the streak (0); reset starts
     from 0 after the cause was fixed. A query never calls this: it only reports the stored count.
@@ -199,7 +199,7 @@ def plan(state, current, spec, recreate=False):
 
 
 def group_restart(ranks, force=False, restart_on_change=True):
-    """Decide for the whole group (operations spec A.5: a tensor-parallel group restarts as a whole).
+    """Decide for the whole group (catalogue worker_orphaned: a tensor-parallel group restarts as a whole).
 
     ranks: {host: {"running": bool, "spec_hash": found label, "want_hash": rendered hash,
     "fix_drift": [messages]}} in rank-play order. A rank not running forces a restart; a changed

@@ -7,7 +7,7 @@ Nothing here talks to the network or to docker; the module (plugins/modules/vllm
 the bench harness feed it text and JSON bodies, and the unit tests feed it real captures.
 
 Units: memory in GiB (1024**3 bytes) as vLLM prints it, KV pool in tokens, time in seconds.
-Sources are cited as operations-spec sections (A.6, E.3, F.2 ...) and field cases (F14 ...).
+Sources are cited as the failure catalogue (docs/catalogue.md) (A.6, E.3, F.2 ...) and field cases (catalogue reasoning_empty_content ...).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -168,7 +168,7 @@ def classify_failure(text, oom_killed=False, exit_code=None, kernel="", journal=
             "evidence": m["evidence"]}
 
 
-# KV and boot figures (E.3, F16, F20, I.4)
+# KV and boot figures (E.3, catalogue kv_pool_below_peers, kv_pin_no_activation_reserve, I.4)
 _KV_PATTERNS = {
     "available_kv_cache_gib": (re.compile(r"Available KV cache memory: (?P<v>[\d.]+) GiB"), float),
     "kv_cache_tokens": (re.compile(r"(?:GPU|CPU) KV cache size: (?P<v>" + _NUM + r") tokens"), _int),
@@ -186,7 +186,7 @@ _SUGGEST_RE = re.compile(r"--kv-cache-memory=(?P<fit>\d+)`? \((?P<fit_gib>[\d.]+
                          r"(?:.*--kv-cache-memory=(?P<full>\d+)`? \((?P<full_gib>[\d.]+) GiB\) to fully utilize)?")
 _FREE_RE = re.compile(r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. "
                       r"Desired GPU memory utilization is \((?P<util>[\d.]+), (?P<desired>[\d.]+) GiB\)")
-# The same line splits the non-KV usage the profiler subtracts (memory plan inputs, F20).
+# The same line splits the non-KV usage the profiler subtracts (memory plan inputs, catalogue kv_pin_no_activation_reserve).
 _USAGE_RE = re.compile(r"Actual usage is (?P<consumed>[\d.]+) GiB for consumed memory \(weights \+ non-torch\), "
                        r"(?P<act>[\d.]+) GiB for peak activation, and (?P<graph>[\d.]+) GiB for CUDAGraph memory")
 _GRAPH_RE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>[\d.]+) GiB")
@@ -201,7 +201,7 @@ def parse_boot_log(text):
     factor}, model_loading {gib, seconds}, loading_weights_s, init_engine_s, compilation_s,
     free_memory_on_startup {free_gib, total_gib, utilization, desired_gib},
     memory_usage {consumed_gib (weights + non-torch), activation_gib, cuda_graph_gib},
-    kv_cache_memory_suggestion {fit_bytes, fit_gib, full_bytes, full_gib} (F20),
+    kv_cache_memory_suggestion {fit_bytes, fit_gib, full_bytes, full_gib} (catalogue kv_pin_no_activation_reserve),
     graph_capture {seconds, gib}, aux_layers (list, matched on the tuple), nccl_version,
     startup_complete (bool), tp_ranks_seen (ranks named by Worker_TP prefixes).
     """
@@ -261,14 +261,14 @@ def parse_boot_log(text):
 
 
 def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
-    """KV pool across ranks (E.3 minimum-across-ranks trap, F16; pin check F20).
+    """KV pool across ranks (E.3 minimum-across-ranks trap, catalogue kv_pool_below_peers; pin check catalogue kv_pin_no_activation_reserve).
 
     ranks: list of {rank, host, available_kv_cache_gib, kv_cache_tokens, max_concurrency,
     kv_cache_memory_suggestion} (parse_boot_log output plus rank/host). A rank whose log carries
     per-rank prefixes for several ranks (single container view) is expanded from kv_by_rank.
     Returns {per_rank, effective_kv_gib, limiting_rank, limiting_host, spread_gib, warnings,
     pool_tokens, max_concurrency, pool_source}. pool_tokens is the head's "GPU KV cache size"
-    line, which already reflects the minimum; it is never recomputed from GiB (F16).
+    line, which already reflects the minimum; it is never recomputed from GiB (catalogue kv_pool_below_peers).
     """
     per_rank = []
     for r in ranks:
@@ -292,7 +292,7 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
         spread = round(max(p["available_kv_cache_gib"] for p in known) - eff, 2)
         if spread > spread_warn_gib:
             warnings.append("KV headroom spread %.2f GiB across ranks exceeds %.2f GiB: rank %s (%s) limits the pool "
-                            "at %.2f GiB (F16)" % (spread, spread_warn_gib, lim["rank"], lim["host"], eff))
+                            "at %.2f GiB (catalogue kv_pool_below_peers)" % (spread, spread_warn_gib, lim["rank"], lim["host"], eff))
     head = None
     for r in ranks:
         if r.get("rank") == 0:
@@ -310,7 +310,7 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
             break
     if pin_bytes and suggestion and int(pin_bytes) > suggestion["fit_bytes"]:
         warnings.append("pinned --kv-cache-memory %d B (%.2f GiB) exceeds vLLM's 'fit into requested memory' value "
-                        "%d B (%.1f GiB): the activation reserve is gone, long prompts will kill the engine (F20)"
+                        "%d B (%.1f GiB): the activation reserve is gone, long prompts will kill the engine (catalogue kv_pin_no_activation_reserve)"
                         % (int(pin_bytes), int(pin_bytes) / 1024.0 ** 3, suggestion["fit_bytes"],
                            suggestion["fit_gib"]))
     return {"per_rank": per_rank, "effective_kv_gib": eff,
@@ -418,9 +418,9 @@ def spec_decode_stats(after, before=None, ndigits=4):
     warnings = []
     rate = _ratio(accepted, draft_tokens, ndigits)
     if rate is not None and rate >= 0.999 and drafts:
-        warnings.append("acceptance is exactly 1.00: the CUDA-graph + spec-decode bug (vLLM #53030, G#28)")
+        warnings.append("acceptance is exactly 1.00: the CUDA-graph + spec-decode bug (vLLM #53030, catalogue eagle3_interface)")
     elif rate is not None and rate <= 0.16 and drafts:
-        warnings.append("acceptance %.3f near 0.15: the drafter's aux-layer capture may be broken (G#27); "
+        warnings.append("acceptance %.3f near 0.15: the drafter's aux-layer capture may be broken (catalogue eagle3_interface); "
                         "check on a fixed code prompt" % rate)
     return {
         "present": drafts is not None,
@@ -440,7 +440,7 @@ def spec_decode_stats(after, before=None, ndigits=4):
 
 
 # --------------------------------------------------------------------------------------------
-# Smoke verdicts (F.2, F.3, F14, F21)
+# Smoke verdicts (F.2, F.3, catalogue reasoning_empty_content, tool_parser_zero_arg)
 # --------------------------------------------------------------------------------------------
 
 THINK_CLOSE = "</think>"
@@ -455,7 +455,7 @@ def chat_message(body):
     ch = choices[0] or {}
     msg = ch.get("message") or {}
     reasoning, field = None, None
-    # This build returns `reasoning`; others `reasoning_content` (F.3, F14): read both.
+    # This build returns `reasoning`; others `reasoning_content` (F.3, catalogue reasoning_empty_content): read both.
     for key in ("reasoning", "reasoning_content"):
         if msg.get(key):
             reasoning, field = msg[key], key
@@ -465,7 +465,7 @@ def chat_message(body):
 
 
 def evaluate_chat(body, reasoning_parser=None):
-    """Verdict on one chat completion (F14).
+    """Verdict on one chat completion (catalogue reasoning_empty_content).
 
     Returns {ok, action, issue, msg, content_chars, reasoning_chars, reasoning_field, finish_reason}.
     action: 'pass' | 'retry' (length cut with reasoning present: not a dead model) | 'fail'.
@@ -479,7 +479,7 @@ def evaluate_chat(body, reasoning_parser=None):
     if THINK_CLOSE in content:
         res.update(ok=False, action="fail", issue="think_tag_in_content",
                    msg="'%s' inside content: the reasoning parser%s does not split reasoning from content; "
-                       "with a template that prefills <think> use glm47, not glm45 (F14)"
+                       "with a template that prefills <think> use glm47, not glm45 (catalogue reasoning_empty_content)"
                        % (THINK_CLOSE, " (%s)" % reasoning_parser if reasoning_parser else ""))
         return res
     if content.strip():
@@ -489,7 +489,7 @@ def evaluate_chat(body, reasoning_parser=None):
     if m["finish_reason"] == "length" and reasoning:
         res.update(ok=False, action="retry", issue="reasoning_used_all_tokens",
                    msg="empty content, finish_reason length, %d chars of reasoning (%s): the reasoning ate "
-                       "max_tokens; retry with more tokens and reasoning_effort low (F14)"
+                       "max_tokens; retry with more tokens and reasoning_effort low (catalogue reasoning_empty_content)"
                        % (len(reasoning), m["reasoning_field"]))
         return res
     if not (body or {}).get("choices"):
@@ -502,7 +502,7 @@ def evaluate_chat(body, reasoning_parser=None):
 
 
 def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser=None):
-    """Verdict on a tool-call smoke (F21, F.2).
+    """Verdict on a tool-call smoke (catalogue tool_parser_zero_arg, F.2).
 
     Passes when tool_calls[0].function.name == expected_name and its arguments parse as a JSON
     object; with expected_args=={} the object must be empty, otherwise it must hold every key of
@@ -515,7 +515,7 @@ def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser
     if not calls:
         res.update(ok=False, issue="no_tool_call",
                    msg="no tool call for '%s' (finish_reason %s): tool-call parser %s failed or auto tool choice is "
-                       "off; look for 'Failed to extract tool call spec' in the head's log (F21)"
+                       "off; look for 'Failed to extract tool call spec' in the head's log (catalogue tool_parser_zero_arg)"
                        % (expected_name, m["finish_reason"], parser))
         return res
     fn = (calls[0] or {}).get("function") or {}
@@ -528,22 +528,22 @@ def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser
     res["arguments"] = args
     if name != expected_name:
         res.update(ok=False, issue="wrong_tool",
-                   msg="tool call names '%s', expected '%s' (tool-call parser %s, F21)" % (name, expected_name, parser))
+                   msg="tool call names '%s', expected '%s' (tool-call parser %s, catalogue tool_parser_zero_arg)" % (name, expected_name, parser))
         return res
     if not isinstance(args, dict):
         res.update(ok=False, issue="arguments_not_json",
-                   msg="arguments of '%s' do not parse as a JSON object: %r (tool-call parser %s, F21)"
+                   msg="arguments of '%s' do not parse as a JSON object: %r (tool-call parser %s, catalogue tool_parser_zero_arg)"
                        % (name, raw, parser))
         return res
     if expected_args is not None and expected_args == {} and args != {}:
         res.update(ok=False, issue="unexpected_arguments",
-                   msg="zero-argument tool '%s' returned arguments %s (tool-call parser %s, F21)"
+                   msg="zero-argument tool '%s' returned arguments %s (tool-call parser %s, catalogue tool_parser_zero_arg)"
                        % (name, json.dumps(args), parser))
         return res
     missing = [k for k in (expected_args or {}) if k not in args]
     if missing:
         res.update(ok=False, issue="missing_arguments",
-                   msg="tool '%s' lacks argument(s) %s: got %s (tool-call parser %s, F21)"
+                   msg="tool '%s' lacks argument(s) %s: got %s (tool-call parser %s, catalogue tool_parser_zero_arg)"
                        % (name, ", ".join(missing), json.dumps(args), parser))
         return res
     res.update(ok=True, issue=None, msg="tool call %s(%s)" % (name, json.dumps(args, sort_keys=True)))
@@ -561,13 +561,13 @@ def evaluate_canary(body):
 
 
 def default_kwargs_warnings(default_chat_template_kwargs, reasoning_parser):
-    """F14: enable_thinking false as a server default does not stop GLM thinking with the stock template."""
+    """catalogue reasoning_empty_content: enable_thinking false as a server default does not stop GLM thinking with the stock template."""
     kw = default_chat_template_kwargs or {}
     out = []
     if kw.get("enable_thinking") is False:
         out.append("default chat-template kwargs set enable_thinking false (reasoning parser %s): with a template "
                    "that prefills <think> this does not stop thinking, it only merges reasoning into content "
-                   "(F14, F.3)" % (reasoning_parser or "none"))
+                   "(catalogue reasoning_empty_content, F.3)" % (reasoning_parser or "none"))
     return out
 
 

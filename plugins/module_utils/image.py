@@ -3,15 +3,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Engine image identity and fix-file rules (pure Python, stdlib only, runs on nodes too).
 
-Rules and their sources (notes/operations-spec.md):
+Rules and their sources (notes/the failure catalogue (docs/catalogue.md)):
 - Image IDs are not compared across nodes: `docker save | docker load` changes the ID and
   storage backends differ (C.7 "Conflict (Y3 GOTCHAS)"). Identity is the registry digest
   (RepoDigests) where the image came from a registry, and always a content fingerprint taken
   inside the image: sha256 of lane-listed files plus key package versions (C.7, G #2).
 - A fix file is mounted read-only over a path inside the image; it must carry its marker
   (C.8, D.5) and must not be mounted over an image whose own copy differs from the base the
-  fix was made against (C.8 "never also bind-mount the file onto it", G #22; field case F25).
-- An image may bake an /etc/nccl.conf that silently changes NCCL (field case F07).
+  fix was made against (C.8 "never also bind-mount the file onto it", G #22; catalogue topk_wall).
+- An image may bake an /etc/nccl.conf that silently changes NCCL (catalogue cma_zero).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -137,7 +137,7 @@ def parse_storage_driver(text):
 
 
 def parse_nccl_conf(text):
-    """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), field case F07."""
+    """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), catalogue cma_zero."""
     out = {}
     for line in (text or "").splitlines():
         line = line.strip()
@@ -292,7 +292,7 @@ def check_expected_digest(per_host, reference_host, reference, expected_digest):
     digest for the reference's repository; a rank without one (fed by stream or by the head's
     registry) is covered by the fingerprint comparison instead. Any rank that does carry a digest
     for the repository (pull mode) must carry the pinned one. Returns problems shaped like
-    compare_fingerprints'. Source: operations spec C.7 (published digests of sm121-v8 and
+    compare_fingerprints'. Source: catalogue image_differs (published digests of sm121-v8 and
     sm121-v11-dflash2, "record both the Id/RepoDigest and a content fingerprint").
     """
     if not expected_digest:
@@ -337,7 +337,7 @@ def compare_identity(per_host, reference_host, reference):
     Returns {basis, by_host, digests, problems}: by_host[host] is 'digest' (this rank's digest was
     compared) or 'fingerprint' (no digest here: only the fingerprint proves its bits); basis is 'digest'
     when every present rank was compared by digest, 'fingerprint' when none was, else 'digest+fingerprint'.
-    Source: operations spec C.7 ("record both the Id/RepoDigest and a content fingerprint").
+    Source: catalogue image_differs ("record both the Id/RepoDigest and a content fingerprint").
     """
     present = dict((h, p or {}) for h, p in per_host.items() if (p or {}).get("present"))
     digests = dict((h, p.get("registry_digest") or None) for h, p in present.items())
@@ -439,7 +439,7 @@ def check_build_chain(stages, texts, reference):
     stages: [{name, dockerfile, tag, build_args?}] in build order; texts: the Dockerfile text of
     each stage, same order. Every stage after the first must build FROM the tag the previous
     stage produces, and the last stage must produce the lane's image.reference. Source: the
-    v2-v6 FROM chain bug (operations spec C.7, G #23): FROM lines naming ad-hoc tags broke the
+    v2-v6 FROM chain bug (catalogue image_differs): FROM lines naming ad-hoc tags broke the
     build loop; this names the stage instead. Returns a list of messages.
     """
     errors = []
@@ -479,7 +479,7 @@ def check_build_chain(stages, texts, reference):
             errors.append("%s: builds FROM its own tag %s" % (where, tag))
         if prev is not None and prev not in images:
             errors.append("%s: FROM names %s (line %d), but the previous stage produces %s; make the FROM line "
-                          "name the previous stage's tag (operations spec C.7, the v2-v6 FROM chain bug)"
+                          "name the previous stage's tag (catalogue image_differs, the v2-v6 FROM chain bug)"
                           % (where, " / ".join(images) or "nothing", external[0]["line"] if external else 0, prev))
         prev = tag
     if prev != reference:
@@ -559,7 +559,7 @@ def check_fix_against_image(item, in_image_sha256, image_ref):
 
 def check_fix_mounts(mounts, expected, host):
     """Each expected {host, container} must be a read-only bind in `mounts`, the list of
-    {source, destination, rw, type} of docker_cli.parse_container (F25 'confirmed with docker
+    {source, destination, rw, type} of docker_cli.parse_container (catalogue topk_wall 'confirmed with docker
     inspect Mounts')."""
     errors = []
     by_dest = dict((m["destination"], m) for m in mounts or [])
@@ -581,7 +581,7 @@ def check_fix_in_container(sha256sum_text, fix_files, host):
     """The fix files as a running rank sees them (`docker exec <rank> sha256sum <paths>` output)
     against the lane's pins. A bind mount keeps the inode it was started with: a node copy that was
     changed in place reaches the rank, and kernel_fix's replacement (a new file) does not until the
-    rank restarts (F25). Returns one message per fix file that differs or cannot be read."""
+    rank restarts (catalogue topk_wall). Returns one message per fix file that differs or cannot be read."""
     seen = {}
     for line in (sha256sum_text or "").splitlines():
         m = re.match(r"^\\?([0-9a-fA-F]{64})\s+\*?(.+)$", line.strip())

@@ -4,7 +4,7 @@
 """The node-to-node image stream behind the image_stream module (stdlib only, runs on the head).
 
 One `docker save`, one compressor, the same bytes written to one `ssh peer 'decompress |
-docker load'` per target at once (operations spec C.7 fan-out). Several processes must run
+docker load'` per target at once (catalogue image_differs fan-out). Several processes must run
 concurrently with their pipes joined, which run_command cannot do, hence subprocess here.
 """
 

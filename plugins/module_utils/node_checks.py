@@ -8,7 +8,7 @@ Parsers for /proc/meminfo, ``free -h``, ``nvidia-smi`` (CSV query and table), ``
 No I/O here: the module ``node_facts`` and the ``node_*`` filters feed it text and numbers.
 
 Units: GiB = 1024**3 bytes; /proc/meminfo figures are KiB (the kernel prints ``kB``).
-Sources: operations-spec C.1-C.3 and G; field cases F07, F17, F19, F22, F26; samples S05, S06.
+Sources: catalogue swap_off; samples S05, S06.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -189,7 +189,7 @@ def version_satisfies(version, spec):
 # --- id, /etc/hosts, sysctl ----------------------------------------------------------------
 
 def parse_id(text):
-    """``id`` output -> {uid, user, gid, group, groups: [names]} (F22)."""
+    """``id`` output -> {uid, user, gid, group, groups: [names]} (catalogue docker_group_missing)."""
     out = {"uid": None, "user": None, "gid": None, "group": None, "groups": []}
     m = re.search(r"uid=(\d+)(?:\(([^)]*)\))?", text)
     if m:
@@ -227,7 +227,7 @@ def is_loopback(address):
 
 
 def hostname_verdict(hostname, addresses):
-    """F26: the first address a lookup returns (what ``getent hosts`` prints) must not be loopback."""
+    """catalogue gloo_fullmesh: the first address a lookup returns (what ``getent hosts`` prints) must not be loopback."""
     addresses = list(addresses or [])
     return {
         "hostname": hostname,
@@ -247,14 +247,14 @@ def parse_sysctl(text):
     return out
 
 
-# --- memory: the figure vLLM's startup check uses (F17, F19) -------------------------------
+# --- memory: the figure vLLM's startup check uses (catalogue free_memory_refused, min_free_kbytes_raised) -------------------------------
 
 def feasible_utilization(available_gib, total_gib, margin_gib=0):
     """Largest ``--gpu-memory-utilization`` that passes vLLM's free-memory check on one node.
 
     vLLM refuses to start when free memory < utilization x total; on GB10 (unified memory) the
-    free figure is MemAvailable (F19), the total is MemTotal. Result: floor((available - margin)
-    / total, 2 decimals); F17: 104.46 / 121.69 = 0.858 -> 0.85. Never negative.
+    free figure is MemAvailable (catalogue min_free_kbytes_raised), the total is MemTotal. Result: floor((available - margin)
+    / total, 2 decimals); catalogue free_memory_refused: 104.46 / 121.69 = 0.858 -> 0.85. Never negative.
     """
     total = _dec(total_gib)
     if total <= 0:
@@ -275,7 +275,7 @@ def _fmt(value):
 
 
 def utilization_verdict(nodes, requested, margin_gib=0):
-    """Cluster verdict for the lane's ``serve.gpu_memory_utilization`` (F17, F19).
+    """Cluster verdict for the lane's ``serve.gpu_memory_utilization`` (catalogue free_memory_refused, min_free_kbytes_raised).
 
     ``nodes``: {host: {'mem_available_gib': x, 'mem_total_gib': y}}. Every node must reach
     ``requested``; else the message names each short node and the largest value every node
@@ -317,7 +317,8 @@ def utilization_verdict(nodes, requested, margin_gib=0):
             _fmt(required_gib(requested, n["mem_total_gib"]) + float(margin_gib)), _fmt(per_host[host])))
     verdict["message"] = (
         "GPU memory utilization %s (lane serve.gpu_memory_utilization) would fail vLLM's startup "
-        "free-memory check, which compares MemAvailable with utilization x MemTotal (F17, F19; margin %s GiB): %s. "
+        "free-memory check, which compares MemAvailable with utilization x MemTotal "
+        "(catalogue free_memory_refused, min_free_kbytes_raised; margin %s GiB): %s. "
         "Largest value every node passes: %s. Fix: set vllm_lane_overrides.serve.gpu_memory_utilization "
         "to %s or lower, or free memory on %s (stop other workloads, drop caches) and re-run; "
         "do not raise vm.min_free_kbytes before launch."
@@ -391,21 +392,21 @@ def node_checks(host, node, lane_spec):
         major = driver_major(drv)
         checks.append(_check(
             "nvidia_driver", major is not None and major >= int(driver_min), drv,
-            "%s: NVIDIA driver %s, the lane needs >= %s (operations-spec C.3). Fix: install "
+            "%s: NVIDIA driver %s, the lane needs >= %s (catalogue nccl_version_skew). Fix: install "
             "nvidia-driver-%s-open or newer and reboot; check with nvidia-smi."
             % (host, drv if drv else "not found (nvidia-smi gave no driver version)", driver_min, driver_min)))
         want_gpu = req.get("gpu_name") or "NVIDIA GB10"
         names = node.get("gpu_names") or ([node["gpu_name"]] if node.get("gpu_name") else [])
         checks.append(_check(
             "gpu_name", want_gpu in names, ", ".join(names) or None,
-            "%s: GPU %s, the lane needs %s (operations-spec C.3). Fix: run this lane on DGX Spark (GB10) nodes, "
+            "%s: GPU %s, the lane needs %s (catalogue nccl_version_skew). Fix: run this lane on DGX Spark (GB10) nodes, "
             "or check that the NVIDIA driver is loaded (nvidia-smi)."
             % (host, "'%s'" % ", ".join(names) if names else "not found", want_gpu)))
         cma = node.get("cma_total_kib")
         checks.append(_check(
             "cma_total", cma is not None and cma > 0, cma,
-            "%s: CmaTotal is %s on kernel %s; RDMA memory registration fails with ENOMEM (F07). "
-            "Fix: boot a kernel with CMA enabled (F07 fixed it with 6.17.0-1031-nvidia and driver 580.173.02)."
+            "%s: CmaTotal is %s on kernel %s; RDMA memory registration fails with ENOMEM (catalogue cma_zero). "
+            "Fix: boot a kernel with CMA enabled (catalogue cma_zero fixed it with 6.17.0-1031-nvidia and driver 580.173.02)."
             % (host, "%s kB" % cma if cma is not None else "missing from /proc/meminfo", kernel)))
 
     mem_min = req.get("mem_total_gib_min")
@@ -421,7 +422,7 @@ def node_checks(host, node, lane_spec):
         swap = 0.0 if swap is None else float(swap)
         checks.append(_check(
             "swap", swap > 0, swap,
-            "%s: swap total is %.2f GiB but the lane requires swap (operations-spec C.1, G#6: without swap the "
+            "%s: swap total is %.2f GiB but the lane requires swap (catalogue swap_off, oom_killed: without swap the "
             "worker is killed during the MoE Marlin repack). Fix: run role node_prep (it creates "
             "node_prep_swap_file when no swap exists) or add a swap file and swapon it." % (host, swap)))
 
@@ -441,7 +442,7 @@ def node_checks(host, node, lane_spec):
         addrs = hn.get("addresses") or []
         checks.append(_check(
             "hostname_not_loopback", not hn.get("loopback"), addrs,
-            "%s: host name '%s' resolves to loopback %s first (F26); Gloo and NCCL would bind 127.0.0.1 and "
+            "%s: host name '%s' resolves to loopback %s first (catalogue gloo_fullmesh); Gloo and NCCL would bind 127.0.0.1 and "
             "peers get 'Connection refused'. Fix: map '%s' to this node's management address in /etc/hosts "
             "(not on the %s line) or DNS."
             % (host, hn.get("hostname"), addrs[0] if addrs else "", hn.get("hostname"), addrs[0] if addrs else "")))
@@ -466,7 +467,7 @@ def _mount_pairs(mounts):
 
 
 def cache_host_dirs(lane_spec):
-    """Host directories the lane mounts as caches, as node_prep creates them (operations-spec B.2, B.3).
+    """Host directories the lane mounts as caches, as node_prep creates them (catalogue nccl_no_net_plugin, engine_dead).
 
     ``container.cache_dir`` itself; every read-write mount whose container side is ``/cache`` or
     lies under ``/cache/`` or ``/root/.cache/`` (e.g. the FlashInfer JIT cache); and every cache
@@ -581,12 +582,12 @@ def sysctl_effective_verdict(host, key, want, effective, applied):
 
 
 def swap_verdict(host, meminfo, required):
-    """Refusal when the lane requires swap and SwapTotal is 0 (operations spec C.1); else None."""
+    """Refusal when the lane requires swap and SwapTotal is 0 (catalogue swap_off); else None."""
     total = meminfo.get("SwapTotal")
     if not required or (total or 0) > 0:
         return None
     return ("%s: SwapTotal is %s kB, but the lane requires swap (without swap the worker is killed during the "
-            "MoE Marlin repack, operations spec C.1). Fix: set node_prep_swap_create: true (node_prep creates "
+            "MoE Marlin repack, catalogue swap_off). Fix: set node_prep_swap_create: true (node_prep creates "
             "a swap file), or enable the node's own swap (swapon -a), then re-run"
             % (host, "unknown" if total is None else total))
 

@@ -5,7 +5,7 @@
 
 Used on the node by the ``rdma_facts`` module (parsers, GID lookup) and on the controller by
 the ``nccl_env`` filters (topology, rendezvous choice, NCCL/Gloo environment).
-Rules cite notes/operations-spec.md (section letters) and notes/field-cases.md (Fnn/Snn).
+Rules cite notes/the failure catalogue (docs/catalogue.md) (section letters) and notes/field-cases.md (Fnn/Snn).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +23,7 @@ class RdmaError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# ibdev2netdev (spec C.6: `<hca> port <n> ==> <netdev> (Up|Down)`; `-v` adds fields, tolerated)
+# ibdev2netdev (catalogue nccl_wrong_gid: `<hca> port <n> ==> <netdev> (Up|Down)`; `-v` adds fields, tolerated)
 
 _IBDEV_RE = re.compile(
     r'^(?P<hca>\S+)\s(?:.*?\s)?port\s+(?P<port>\d+)(?:\s+\([^)]*\))?\s+==>\s+'
@@ -240,7 +240,7 @@ def netdev_is_up(dev):
 
 
 # ---------------------------------------------------------------------------------------------
-# GID tables (spec C.6, F03, I.3)
+# GID tables (catalogue nccl_wrong_gid)
 
 def _read_text(path):
     try:
@@ -380,7 +380,7 @@ def build_host_facts(ibdev_rows, netdevs, gid_tables, cma_total_kib=None, kernel
 
 
 def parse_cma_total_kib(meminfo_text):
-    """``CmaTotal:  N kB`` from /proc/meminfo, or None when the line is absent (F07)."""
+    """``CmaTotal:  N kB`` from /proc/meminfo, or None when the line is absent (catalogue cma_zero)."""
     for line in (meminfo_text or '').splitlines():
         if line.startswith('CmaTotal:'):
             parts = line.split()
@@ -392,7 +392,7 @@ def parse_cma_total_kib(meminfo_text):
 
 
 # ---------------------------------------------------------------------------------------------
-# NCCL_IB_HCA (F04: prefix match unless '=', '^' excludes, optional ':port' per item)
+# NCCL_IB_HCA (catalogue nccl_hca_prefix: prefix match unless '=', '^' excludes, optional ':port' per item)
 
 def parse_nccl_ib_hca(value):
     """Return ``{mode, items}``; mode is prefix | exact | exclude | exclude_exact."""
@@ -433,7 +433,7 @@ def match_nccl_ib_hca(value, devices):
 
 
 def expand_nccl_ib_hca(value, hcas):
-    """``{devices, warnings}`` for a user value against one host's HCA facts (F04 'roce')."""
+    """``{devices, warnings}`` for a user value against one host's HCA facts (catalogue nccl_hca_prefix 'roce')."""
     names = [h['hca'] for h in hcas]
     devices = match_nccl_ib_hca(value, names)
     down = sorted((h['hca'] for h in hcas if h['hca'] in devices and h.get('state') != 'Up'), key=device_sort_key)
@@ -499,7 +499,7 @@ def check_nccl_log(host, seen, env):
 
 
 # ---------------------------------------------------------------------------------------------
-# Topology and rendezvous (spec A.2, C.6; F06, F07, F08)
+# Topology and rendezvous (catalogue rendezvous_timeout, nccl_wrong_gid, gloo_no_address, cma_zero)
 
 # Interfaces that are never a rendezvous path: container bridges repeat the same address on
 # every host (docker0 172.17.0.1/16 in S04).
@@ -606,7 +606,7 @@ def host_nccl_hcas(facts, topology, fabric_cidrs):
 
 
 def check_gid_index(host, facts, hca_names, index):
-    """Errors for HCAs whose GID at ``index`` is not RoCE v2 + IPv4-mapped of its address (F03)."""
+    """Errors for HCAs whose GID at ``index`` is not RoCE v2 + IPv4-mapped of its address (catalogue nccl_wrong_gid)."""
     by_name = dict((h['hca'], h) for h in facts.get('hcas') or [])
     errors = []
     for name in hca_names:
@@ -781,7 +781,7 @@ def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     if plan['topology'] == 'single_subnet' and plan['fabric_cidrs']:
         preferred = [c for c in common if c in plan['fabric_cidrs']]
     else:
-        # ring: TCPStore/Gloo go over the shared management L2 (spec A.2, F08)
+        # ring: TCPStore/Gloo go over the shared management L2 (catalogue rendezvous_timeout)
         preferred = [c for c in common if c not in plan['fabric_cidrs']]
     choice = (preferred or common or [None])[0]
     if requested:
@@ -840,7 +840,7 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
                                       'name an interface of this host' % (h, interface))
             elif not netdev_is_up(dev) or usable_ipv4(dev) is None:
                 view['errors'].append('%s: interface %s (rdma_fabric_interface) is %s with %s; GLOO/TP/NCCL '
-                                      'sockets would fail with "Unable to find address" (F06): bring it up with '
+                                      'sockets would fail with "Unable to find address" (catalogue gloo_no_address): bring it up with '
                                       'an IPv4 or pin the interface that holds the address'
                                       % (h, interface, dev.get('operstate') or 'unknown state',
                                          'no IPv4' if usable_ipv4(dev) is None else 'an IPv4'))
@@ -860,7 +860,7 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
             if idx == [None] or None in idx:
                 missing = [x['hca'] for x in hcas if x.get('roce_v2_gid_index') is None]
                 msg = ('%s: no RoCE v2 GID for the fabric address on %s; check `show_gids` / the sysfs GID '
-                       'table and that the netdev holds its IPv4 (F03)' % (h, ', '.join(missing)))
+                       'table and that the netdev holds its IPv4 (catalogue nccl_wrong_gid)' % (h, ', '.join(missing)))
                 if platform == 'spark':
                     view['errors'].append(msg)
                 else:
@@ -876,12 +876,12 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
         resolved = facts.get('hostname_ipv4') or []
         if check_hostname and resolved and is_loopback_address(resolved[0]):
             view['errors'].append('%s: host name %s resolves to %s (loopback), so Gloo/TCPStore can bind to '
-                                  'loopback and peers get "Connection refused" (F26): map %s to %s in /etc/hosts '
+                                  'loopback and peers get "Connection refused" (catalogue gloo_fullmesh): map %s to %s in /etc/hosts '
                                   'instead of %s' % (h, facts.get('hostname'), resolved[0], facts.get('hostname'),
                                                      view['rendezvous_ip'] or 'its rendezvous address', resolved[0]))
         cma = facts.get('cma_total_kib')
         if cma == 0:
-            msg = ('%s: CmaTotal is 0 kB on kernel %s; ibv_reg_mr fails with ENOMEM (F07): boot a kernel with '
+            msg = ('%s: CmaTotal is 0 kB on kernel %s; ibv_reg_mr fails with ENOMEM (catalogue cma_zero): boot a kernel with '
                    'CMA (e.g. 6.17.0-1031-nvidia)' % (h, facts.get('kernel') or 'unknown'))
             if platform == 'spark':
                 view['errors'].append(msg)
@@ -910,13 +910,13 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
 
 
 # ---------------------------------------------------------------------------------------------
-# The NCCL/Gloo environment of one host (spec B.3, C.6)
+# The NCCL/Gloo environment of one host (catalogue engine_dead, nccl_wrong_gid)
 
 DERIVED_KEYS = ('NCCL_IB_HCA', 'NCCL_IB_GID_INDEX', 'NCCL_IB_ADDR_RANGE', 'NCCL_SOCKET_IFNAME',
                 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'MN_IF_NAME', 'VLLM_HOST_IP',
                 'NCCL_IB_SUBNET_AWARE_ROUTING')
 
-# Fixed keys of the seed lanes' NCCL blocks (spec B.3): T2/T4 single subnet, Y3 TRANSPORT=ib.
+# Fixed keys of the seed lanes' NCCL blocks (catalogue engine_dead): T2/T4 single subnet, Y3 TRANSPORT=ib.
 FIXED_SINGLE_SUBNET = {
     'NCCL_NET': 'IB', 'NCCL_IB_DISABLE': '0', 'NCCL_IB_ROCE_VERSION_NUM': '2',
     'NCCL_IB_ADDR_FAMILY': 'AF_INET', 'NCCL_NVLS_ENABLE': '0', 'NCCL_CROSS_NIC': '0',
@@ -929,7 +929,7 @@ FIXED_RING = dict(FIXED_SINGLE_SUBNET, NCCL_NET_PLUGIN='none')
 def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
     """The env map of one host from its own facts and the cluster plan.
 
-    ``fixed``: the fixed NCCL keys (None = the seed block of spec B.3 for the plan's topology);
+    ``fixed``: the fixed NCCL keys (None = the seed block of catalogue engine_dead for the plan's topology);
     ``overrides``: the lane's ``nccl`` block, merged over ``fixed`` (a null value drops the key).
     Raises RdmaError when the plan or this host cannot produce a working environment.
     """
@@ -948,7 +948,7 @@ def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
             fixed[key] = value
     clash = sorted(k for k in fixed if k in DERIVED_KEYS)
     if clash:
-        raise RdmaError('the lane sets %s, which must come from each host\'s own facts (F06); remove them '
+        raise RdmaError('the lane sets %s, which must come from each host\'s own facts (catalogue gloo_no_address); remove them '
                         'from the lane\'s nccl block' % ', '.join(clash))
     who = host or 'this host'
     interface = (plan.get('rendezvous') or {}).get('interface')
@@ -967,9 +967,9 @@ def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
         env['NCCL_IB_ADDR_RANGE'] = plan['fabric_cidrs'][0]
         idx = set(h.get('roce_v2_gid_index') for h in hcas)
         if len(idx) == 1 and None not in idx:
-            env['NCCL_IB_GID_INDEX'] = str(idx.pop())  # never an empty value (F03)
+            env['NCCL_IB_GID_INDEX'] = str(idx.pop())  # never an empty value (catalogue nccl_wrong_gid)
     else:
-        env['NCCL_IB_SUBNET_AWARE_ROUTING'] = '1'  # pairwise links, one subnet per link (F07, F08)
+        env['NCCL_IB_SUBNET_AWARE_ROUTING'] = '1'  # pairwise links, one subnet per link (catalogue cma_zero, rendezvous_timeout)
     for key in ('NCCL_SOCKET_IFNAME', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'MN_IF_NAME'):
         env[key] = netdev
     env['VLLM_HOST_IP'] = ip

@@ -4,10 +4,10 @@
 """Render one rank's container from a lane and that host's own facts (pure Python).
 
 Sources (docs/lanes.md cites each lane value):
-  operations spec A.1 (mp executor: --nnodes/--node-rank/--master-addr/--master-port, --headless on
+  catalogue ray_placement (mp executor: --nnodes/--node-rank/--master-addr/--master-port, --headless on
   ranks > 0), A.5 (--restart no), B.1 (docker flags), B.2 (mounts), B.3 (environment), B.4/B.5 (the
   `vllm serve` line and how lanes differ), D.2 (runtime --hf-overrides for TP3), E.1 (KV pin formula),
-  field case F20 (a pin above vLLM's own suggestion drops the activation reserve).
+  catalogue kv_pin_no_activation_reserve (a pin above vLLM's own suggestion drops the activation reserve).
 
 Per-host values (VLLM_HOST_IP, the NCCL/Gloo device names, --node-rank, --headless and the API
 arguments when only the head serves) are left out of the spec hash, so the hashes of all ranks of
@@ -28,8 +28,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import memory_plan a
 LABEL_PREFIX = "dgxspark.vllm."
 HASH_LABEL = LABEL_PREFIX + "spec-hash"
 
-# Environment keys whose value is computed from each host's own facts (operations spec B.3,
-# field cases F03/F06): they may differ between ranks of a healthy group.
+# Environment keys whose value is computed from each host's own facts (catalogue engine_dead,
+# catalogue nccl_wrong_gid, gloo_no_address): they may differ between ranks of a healthy group.
 PER_HOST_ENV = (
     "VLLM_HOST_IP",
     "NCCL_IB_HCA",
@@ -93,7 +93,7 @@ def managed_flag(arg):
 
 
 def lane_mount_targets(lane):
-    """Container directories the lane itself mounts: checkpoint, drafter and container.mounts (spec B.2)."""
+    """Container directories the lane itself mounts: checkpoint, drafter and container.mounts (catalogue nccl_no_net_plugin)."""
     targets = []
     for key in ("checkpoint", "drafter"):
         model = lane.get(key) or {}
@@ -125,7 +125,7 @@ def _drop_none(value):
 
 
 def _json(value):
-    # vLLM parses these flags as JSON; compact separators reproduce the launch lines (spec B.4).
+    # vLLM parses these flags as JSON; compact separators reproduce the launch lines (catalogue engine_dead).
     # A null key is dropped: an inventory override cannot delete a key from a deep-merged lane.
     return json.dumps(_drop_none(value), separators=(",", ":"))
 
@@ -140,7 +140,7 @@ def _num(value):
 
 
 def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
-    """KV pin per rank in bytes (operations spec E.1); the formula lives in module_utils/memory_plan.py."""
+    """KV pin per rank in bytes (catalogue kv_cache_too_small); the formula lives in module_utils/memory_plan.py."""
     try:
         return _memory_plan.kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank)
     except _memory_plan.MemoryPlanError as e:
@@ -162,7 +162,7 @@ def api_key_fingerprint(key):
 
 
 def kv_pin(lane):
-    """The KV pin in bytes, or None when the profiler sizes the pool (spec E.2)."""
+    """The KV pin in bytes, or None when the profiler sizes the pool (catalogue kv_cache_too_small)."""
     serve = lane.get("serve") or {}
     policy = serve.get("kv_policy") or {"mode": "profiler"}
     if policy.get("mode", "profiler") == "profiler":
@@ -175,24 +175,24 @@ def kv_pin(lane):
 
 
 def suggested_kv_bytes(log_text):
-    """The last `--kv-cache-memory=N` vLLM suggests in its startup log (field case F20), or None."""
+    """The last `--kv-cache-memory=N` vLLM suggests in its startup log (catalogue kv_pin_no_activation_reserve), or None."""
     found = _SUGGESTION_RE.findall(log_text or "")
     return int(found[-1]) if found else None
 
 
 def kv_pin_warning(pin_bytes, log_text):
-    """A warning when a pin exceeds the value vLLM suggests 'to fit into requested memory' (F20)."""
+    """A warning when a pin exceeds the value vLLM suggests 'to fit into requested memory' (catalogue kv_pin_no_activation_reserve)."""
     suggested = suggested_kv_bytes(log_text)
     if pin_bytes is None or suggested is None or int(pin_bytes) <= suggested:
         return None
     return ("KV pin %d bytes (%.2f GiB) exceeds the %d bytes (%.2f GiB) vLLM suggests in its startup log; a pin "
-            "above it drops the activation reserve and the first long prompt can kill the engine (field case F20, "
-            "operations spec E.2). Lower serve.kv_policy.bytes to at most %d."
+            "above it drops the activation reserve and the first long prompt can kill the engine (catalogue kv_pin_no_activation_reserve, "
+            "catalogue kv_cache_too_small). Lower serve.kv_policy.bytes to at most %d."
             % (int(pin_bytes), int(pin_bytes) / 1024.0 ** 3, suggested, suggested / 1024.0 ** 3, suggested))
 
 
 def hf_overrides(targets):
-    """Runtime --hf-overrides from the lane's padding targets (operations spec D.2, Y3 serve.sh).
+    """Runtime --hf-overrides from the lane's padding targets (catalogue drafter_heads, Y3 serve.sh).
 
     A key directly under text_config is written both at top level and inside text_config; deeper keys
     (e.g. text_config.linear_attn_config.num_heads) exist only on disk; a key without a dot is top level.
@@ -253,7 +253,7 @@ def _mounts(lane, host):
 
 
 def _docker_flags(lane):
-    """`docker run` flags in the launchers' order (operations spec B.1); env, mounts and labels come later."""
+    """`docker run` flags in the launchers' order (catalogue nccl_no_net_plugin); env, mounts and labels come later."""
     c = lane["container"]
     argv = ["docker", "run"]
     if c.get("gpus"):
@@ -272,7 +272,7 @@ def _docker_flags(lane):
     for item in c.get("devices") or []:
         argv += ["--device", item]
     if c.get("memory"):
-        # --memory-swap equal to --memory: no swap for the container (spec B.1).
+        # --memory-swap equal to --memory: no swap for the container (catalogue nccl_no_net_plugin).
         argv += ["--memory", c["memory"], "--memory-swap", c["memory"]]
     entrypoint = c.get("entrypoint") or []
     if entrypoint:
@@ -281,7 +281,7 @@ def _docker_flags(lane):
 
 
 def _serve_args(lane, rank, tp, master_addr):
-    """The `vllm serve` arguments (after the image), in the T2 launcher's order (spec B.4)."""
+    """The `vllm serve` arguments (after the image), in the T2 launcher's order (catalogue engine_dead)."""
     s = lane["serve"]
     ckpt = lane["checkpoint"]
     api_here = rank == 0 or s.get("api_args_on_workers", False)

@@ -6,10 +6,10 @@
 Pure Python; numpy is imported only inside the functions that touch tensors, so the
 config half (tp_config_pad) stays stdlib-only on the target.
 
-Sources (docs/tp-padding.md): operations spec D.1 (geometry), D.2 (config.json padding,
-lcm(tp, 64) width rule, ceil-to-tp head rule, backup and idempotence), D.3 (DFlash2 drafter
-32q/8kv -> 48q/12kv: zero head blocks appended at the end, GQA ratio kept, numerical
-verification), field case F12 (drafter heads must divide by tp; 36/9 divides but does not boot).
+Sources (docs/tp-padding.md, the TP3 field report): the geometry; config.json padding (lcm(tp, 64)
+width rule, ceil-to-tp head rule, backup and idempotence); DFlash2 drafter 32q/8kv -> 48q/12kv
+(zero head blocks appended at the end, GQA ratio kept, numerical verification); catalogue
+drafter_heads (drafter heads must divide by tp; 36/9 divides but does not boot).
 """
 
 from __future__ import absolute_import, division, print_function

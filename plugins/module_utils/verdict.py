@@ -10,7 +10,7 @@ Inputs: Prometheus text of the head's /metrics (two scrapes a window apart), eac
 liveness, the head's /health answer and one `nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm
 --format=csv,noheader,nounits` sample per node. Units: seconds, watts, percent, tokens.
 
-Verdicts (operations spec A.6, A.7, C.4; docs/watchdog.md):
+Verdicts (catalogue rank_killed, uvm_livelock, gpu_low_power; docs/watchdog.md):
   head_down    the head's container is not running or its /health does not answer 200
   rank_dead    a worker rank's container is not running (or its node does not answer)
   wedged       requests running or waiting, generation tokens frozen across the window and no GPU above
@@ -33,7 +33,7 @@ import re
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, parse_metrics  # noqa: F401 pylint: disable=unused-import
 
-# GB10 defaults (operations spec C.4): a busy GPU under 25 W is spinning, not computing (a wedged
+# GB10 defaults (catalogue gpu_low_power): a busy GPU under 25 W is spinning, not computing (a wedged
 # collective or the UVM livelock reads 96 % at ~10-22 W; real decode draws 47-78 W).
 DEFAULT_POWER_FLOOR_W = 25.0
 DEFAULT_BUSY_UTIL_PCT = 80.0

@@ -4,9 +4,11 @@
 """Checkpoint manifest, fetch arguments, chat-template and quantization checks (pure Python).
 
 Used by the modules ``weights_manifest``, ``weights_fetch`` and ``checkpoint_guard`` on the
-target node; stdlib only. Sources: operations spec C.5 (sharing, root squash), C.9 (fetch,
-templates), F.6 (checkpoint guard), B.5 (checkpoint table), G14/G15/G18/G19/G21/G36; field
-cases F13 (no chat template) and F23 (export does not cross a bind mount).
+target node; stdlib only. Sources: catalogue weights_mismatch (sharing, root squash), C.9 (fetch,
+templates), F.6 (checkpoint guard), B.5 (checkpoint table),
+catalogue nccl_version_skew, no_chat_template, image_cuda_newer_than_driver, gpu_low_power, ibv_modify_qp,
+file_not_found; field
+catalogue no_chat_template (no chat template) and catalogue file_not_found (export does not cross a bind mount).
 
 Manifest (format 1), one document for the checkpoint and the optional drafter::
 
@@ -52,10 +54,10 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 HF_QUANT_CONFIG = "hf_quant_config.json"
 
 # Weight payloads: listed with their size only (hashing 190 GiB on every node and every run
-# would cost minutes; the index + sizes catch truncation, F23).
+# would cost minutes; the index + sizes catch truncation, catalogue file_not_found).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 
-# C.9: Y3's fetch-weights.sh allow list; *.jinja is what weight-only downloaders skip (F13).
+# C.9: Y3's fetch-weights.sh allow list; *.jinja is what weight-only downloaders skip (catalogue no_chat_template).
 DEFAULT_ALLOW_PATTERNS = ["*.safetensors", "*.json", "*.jinja", "*.txt", "*.model", "*.py", "*.tiktoken"]
 
 FILE_MODE = 0o644
@@ -90,7 +92,7 @@ def check_revision(repo_id, revision, allow_branch=False):
             return "main"
         raise WeightsError(
             "checkpoint %s: no revision pinned; set checkpoint.revision to the 40-hex commit id "
-            "(operations spec C.9: N3 pins commits, the tonyd2wild READMEs pin nothing)" % repo_id)
+            "(catalogue weights_mismatch: N3 pins commits, the tonyd2wild READMEs pin nothing)" % repo_id)
     if REVISION_RE.match(revision):
         return revision
     if allow_branch:
@@ -98,7 +100,7 @@ def check_revision(repo_id, revision, allow_branch=False):
     raise WeightsError(
         "checkpoint %s: revision %r is a branch or tag, not a 40-hex commit id; a branch moves "
         "under a running fleet (N3 saw a newer drafter revision give a repeatable wrong answer, "
-        "operations spec C.9). Pin the commit id, or set checkpoint.allow_branch: true"
+        "catalogue weights_mismatch). Pin the commit id, or set checkpoint.allow_branch: true"
         % (repo_id, revision))
 
 
@@ -107,7 +109,7 @@ def snapshot_kwargs(repo_id, revision, local_dir, allow_patterns=None, token=Non
     """Keyword arguments for huggingface_hub.snapshot_download (resumable into local_dir)."""
     patterns = list(allow_patterns if allow_patterns is not None else DEFAULT_ALLOW_PATTERNS)
     if "*.jinja" not in patterns:
-        # F13: without it chat requests fail while /v1/completions works.
+        # catalogue no_chat_template: without it chat requests fail while /v1/completions works.
         patterns.append("*.jinja")
     kwargs = {
         "repo_id": repo_id,
@@ -264,7 +266,7 @@ def _problem(node, artifact, rel, item, expected, actual, fix):
 
 
 def mode_problems(root, node, artifact, files=None):
-    """Files not 0644 / directories not 0755 (C.5 root-squash trap, G36)."""
+    """Files not 0644 / directories not 0755 (C.5 root-squash trap, catalogue file_not_found)."""
     out = []
     if files is None:
         files, dirs = walk_tree(root)
@@ -284,7 +286,7 @@ def mode_problems(root, node, artifact, files=None):
         if mode != FILE_MODE:
             out.append(_problem(node, artifact, rel, "mode", "0644", "%04o" % mode,
                                 "chmod 0644 the file; a root-squashed reader (NFS) gets FileNotFoundError "
-                                "~9.5 min into the load otherwise (operations spec C.5)"))
+                                "~9.5 min into the load otherwise (catalogue weights_mismatch)"))
     return out
 
 
@@ -380,7 +382,7 @@ def vision_on(serve):
     """Why the lane's serve block accepts images (a sentence naming the lane item), or None.
 
     Vision is on when serve.limit_mm_per_prompt allows at least one image or video, or when
-    serve.chat_template names chat_template_mm.jinja (operations spec B.4, C.9).
+    serve.chat_template names chat_template_mm.jinja (catalogue engine_dead, weights_mismatch).
     """
     serve = serve or {}
     limits = serve.get("limit_mm_per_prompt") or {}
@@ -397,7 +399,7 @@ def vision_on(serve):
 
 
 def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
-    """F13 / G14 / G15: a chat template must exist as a file or tokenizer_config key.
+    """catalogue no_chat_template, nccl_version_skew: a chat template must exist as a file or tokenizer_config key.
 
     why: the reason the lane accepts images (vision_on), named in the refusal."""
     errors = []
@@ -414,7 +416,7 @@ def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
         errors.append(
             "%s: no chat template: %s is missing and %s has no chat_template key. Chat requests would "
             "fail with 'As of transformers v4.44, default chat template is no longer allowed' while "
-            "/v1/completions works (field case F13). Fix: fetch with allow pattern *.jinja, or set "
+            "/v1/completions works (catalogue no_chat_template). Fix: fetch with allow pattern *.jinja, or set "
             "model_weights_chat_template_src to a template file to copy into the weights directory"
             % (root, CHAT_TEMPLATE, TOKENIZER_CONFIG))
     if require_mm:
@@ -422,7 +424,7 @@ def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
         if not os.path.isfile(mm):
             errors.append(
                 "%s: %s missing; this lane accepts images%s and image requests return HTTP 500 without it "
-                "(operations spec C.9, G14). Fix: set model_weights_chat_template_mm_src to the vision "
+                "(catalogue weights_mismatch, nccl_version_skew). Fix: set model_weights_chat_template_mm_src to the vision "
                 "template so it is copied into the weights directory on the owner%s"
                 % (root, CHAT_TEMPLATE_MM, " (%s)" % why if why else "",
                    ", or turn vision off in the lane (serve.limit_mm_per_prompt image: 0)" if why else ""))
@@ -430,7 +432,7 @@ def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
             with open(mm) as f:
                 if mm_marker not in f.read():
                     errors.append("%s: %s lacks %r: a stale template from a derivative checkpoint (operations "
-                                  "spec C.9, L3). Fix: use the upstream template" % (root, CHAT_TEMPLATE_MM, mm_marker))
+                                  "catalogue weights_mismatch, L3). Fix: use the upstream template" % (root, CHAT_TEMPLATE_MM, mm_marker))
     return errors
 
 
@@ -573,7 +575,7 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
     if want is not None and verdict["family"] != want:
         refusals.append(
             "%s: the lane expects a %s checkpoint but this one is %s (%s, from %s). Point the lane at a %s "
-            "checkpoint (operations spec B.5: RedHatAI/GLM-5.3-Flash-NVFP4 compressed-tensors, or "
+            "checkpoint (catalogue engine_dead: RedHatAI/GLM-5.3-Flash-NVFP4 compressed-tensors, or "
             "nvidia/GLM-5.3-Flash-NVFP4 ModelOpt) or change checkpoint.quantization"
             % (where, want, verdict["family"], verdict["scheme"] or verdict["format"],
                verdict["source"] or "no quantization_config", want))
@@ -584,7 +586,7 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
             refusals.append(
                 "%s: ModelOpt build quantizes self-attention in %d of %d layers (first: layer %d is not in "
                 "its ignore/exclude_modules list); such partial-attention ModelOpt builds corrupt tokens "
-                "(vLLM #54150, operations spec F.6/G18). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-"
+                "(vLLM #54150, catalogue weights_mismatch, image_cuda_newer_than_driver). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-"
                 "tensors) or nvidia/GLM-5.3-Flash-NVFP4 (attention kept high precision), or set "
                 "model_weights_allow_modelopt_attention: true to accept the risk"
                 % (where, len(uncovered), num_layers(config), uncovered[0]))
@@ -592,17 +594,17 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
                 not any(k.endswith("input_scale") for k in weight_map):
             refusals.append(
                 "%s: quant_algo NVFP4 (W4A4) but the index has no input_scale tensor; the output garbles "
-                "(operations spec B.5 Blackfrost, G21). Set quantization_config.quant_algo to W4A16_NVFP4"
+                "(catalogue engine_dead Blackfrost, catalogue ibv_modify_qp). Set quantization_config.quant_algo to W4A16_NVFP4"
                 % where)
     if spec_method == "mtp":
         if weight_map is None:
-            warnings.append("%s: %s unreadable; MTP coverage not checked (operations spec F.6 skips it too)"
+            warnings.append("%s: %s unreadable; MTP coverage not checked (catalogue weights_mismatch skips it too)"
                             % (where, INDEX))
         elif verdict["format"] != "compressed-tensors" and mtp_uncovered(config, weight_map):
             refusals.append(
                 "%s: MTP cannot be served on sm121 with this checkpoint: layer %d (the MTP head) is not "
                 "covered by its quantization (its scale tensors differ from layer %d); use a DFlash2 lane "
-                "(operations spec F.6, G19)" % (where, num_layers(config), num_layers(config) - 1))
+                "(catalogue weights_mismatch, gpu_low_power)" % (where, num_layers(config), num_layers(config) - 1))
     return verdict, refusals, warnings
 
 
@@ -612,7 +614,7 @@ NFS_MOUNT_OPTS = "vers=4.2,nconnect=8,rsize=1048576,wsize=1048576,hard"
 
 
 def exports_line(path, clients, crossmnt=False, extra=None):
-    """One /etc/exports line: read-only to the fabric clients only (C.5, F23)."""
+    """One /etc/exports line: read-only to the fabric clients only (C.5, catalogue file_not_found)."""
     if not clients:
         raise WeightsError("NFS export of %s: no client network; set model_weights_nfs_clients to the "
                            "fabric CIDR (e.g. 10.10.0.0/24)" % path)
@@ -639,7 +641,7 @@ def parse_exports(text):
 
 
 def needs_crossmnt(mountpoints, path):
-    """True when a mount point lies strictly below path (F23: the export would not cross it)."""
+    """True when a mount point lies strictly below path (catalogue file_not_found: the export would not cross it)."""
     base = os.path.normpath(path)
     for mp in mountpoints:
         mp = os.path.normpath(mp)

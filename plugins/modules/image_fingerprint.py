@@ -19,9 +19,9 @@ description:
     and package versions and the layer diff IDs, so the same image gives the same value on every
     node whatever the storage driver and however it arrived (pull, registry, C(docker load)).
   - Image IDs are returned for the record but must not be compared across nodes; they change
-    after C(docker save | docker load) (operations spec C.7, gotcha G 2).
+    after C(docker save | docker load) (catalogue image_differs).
   - Also reports an C(/etc/nccl.conf) baked into the image and C(NCCL_*) variables in its
-    environment (field case F07).
+    environment (catalogue cma_zero).
   - Read-only; the probe container is removed when it exits.
 author:
   - dgxspark.vllm maintainers (@dgxspark)
@@ -117,7 +117,7 @@ storage_driver:
   type: str
   sample: overlay2
 nccl_conf:
-  description: KEY=VALUE pairs of an C(/etc/nccl.conf) inside the image (field case F07); empty when none.
+  description: KEY=VALUE pairs of an C(/etc/nccl.conf) inside the image (catalogue cma_zero); empty when none.
   returned: always
   type: dict
 nccl_env:

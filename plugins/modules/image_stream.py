@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Runs on the node that holds the image (the head). Reads C(docker save) once, compresses it
     once and writes the same stream to one C(ssh peer 'decompress | docker load') per target at the
-    same time, node to node (operations spec C.7 fan-out; never through the controller).
+    same time, node to node (catalogue image_differs fan-out; never through the controller).
   - Writes progress (bytes of the saved image done, rate, ETA, per-target state) as JSON to
     O(progress_file) every few seconds so a caller running this module with C(async) can report
     it while the transfer runs.

@@ -65,11 +65,11 @@ options:
   deploy_user:
     description:
       - User that runs docker and the ranks; its supplementary groups are read from the group database
-        (what a fresh login gets, field case F22). Omit to skip.
+        (what a fresh login gets, catalogue docker_group_missing). Omit to skip.
     type: str
 notes:
   - Host name resolution uses the system resolver (C(getaddrinfo)), the same call Gloo makes; the first address
-    returned decides (field case F26).
+    returned decides (catalogue gloo_fullmesh).
 """
 
 EXAMPLES = r"""
@@ -253,7 +253,7 @@ def gather(module):
         module.fail_json(msg="cannot read %s: %s" % (p["meminfo_path"], e))
     for key in ("MemTotal", "MemAvailable", "MemFree"):
         if key not in mem:
-            module.fail_json(msg="%s has no %s line; cannot judge memory (F17, F19)" % (p["meminfo_path"], key))
+            module.fail_json(msg="%s has no %s line; cannot judge memory (catalogue free_memory_refused, min_free_kbytes_raised)" % (p["meminfo_path"], key))
     swap_total, swap_free = mem.get("SwapTotal", 0), mem.get("SwapFree", 0)
     hostname = socket.gethostname()
     node = {
@@ -268,7 +268,7 @@ def gather(module):
         "mem_free_gib": kib_to_gib(mem["MemFree"]),
         "swap_total_gib": kib_to_gib(swap_total),
         "swap_used_gib": kib_to_gib(swap_total - swap_free),
-        # absent on kernels built without CMA: reported as null, judged like 0 on spark lanes (F07)
+        # absent on kernels built without CMA: reported as null, judged like 0 on spark lanes (catalogue cma_zero)
         "cma_total_kib": mem.get("CmaTotal"),
         "sysctl": read_sysctls(p["sysctl_root"]),
         "disk": dict((path, probe_disk(path)) for path in p["disk_paths"]),

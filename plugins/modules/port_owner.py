@@ -19,7 +19,7 @@ description:
   - A listener belongs to the container when its process is the container's main process or one of its
     descendants (walked through C(/proc/<pid>/status) C(PPid)). Used by C(rdma_fabric) when the rendezvous master
     port is taken; only the running head rank may hold it, any other process would make the head exit with
-    C(Address already in use) after the workers started (field case F26).
+    C(Address already in use) after the workers started (catalogue gloo_fullmesh).
   - Needs root (or the same user as the listener) for C(ss -p) to show process ids.
 options:
   port:

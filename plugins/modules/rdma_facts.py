@@ -17,10 +17,10 @@ description:
     GID tables under O(sysfs_root)C(/class/infiniband/<hca>/ports/<port>/{gids,gid_attrs/types}/<i>).
   - For every HCA it reports the netdev, the link state, the first usable IPv4 (not loopback, not a
     169.254 autoconf address, field case S04), MTU, operstate and the RoCE v2 GID index whose GID is the
-    IPv4-mapped form of that address (operations spec C.6; field case F03). The index is looked up on
+    IPv4-mapped form of that address (catalogue nccl_wrong_gid). The index is looked up on
     every run because it is not stable across reboots.
-  - Also reports C(CmaTotal) from O(meminfo_path) (field case F07), the running kernel, and what the
-    host name resolves to (field case F26).
+  - Also reports C(CmaTotal) from O(meminfo_path) (catalogue cma_zero), the running kernel, and what the
+    host name resolves to (catalogue gloo_fullmesh).
   - Read-only; returns the same data in check mode.
 author:
   - dgxspark.vllm maintainers (@dgxspark)
@@ -62,7 +62,7 @@ attributes:
     support: full
 notes:
   - A missing tool fails with the package to install; malformed output fails quoting the line.
-  - Rules and their sources (operations spec C.6, field cases F03, F07, F26) are tabled in C(docs/rdma.md).
+  - Rules and their sources (catalogue nccl_wrong_gid, cma_zero, gloo_fullmesh) are tabled in C(docs/rdma.md).
 '''
 
 EXAMPLES = r'''
@@ -134,7 +134,7 @@ ansible_facts:
           type: str
           returned: always
         hostname_ipv4:
-          description: IPv4 addresses the host name resolves to, resolver order (a loopback first entry is field case F26).
+          description: IPv4 addresses the host name resolves to, resolver order (a loopback first entry is catalogue gloo_fullmesh).
           type: list
           elements: str
           returned: always
@@ -176,7 +176,7 @@ def _run(module, cmd, args, tool):
 
 
 def _resolve_hostname():
-    """The node's host name and the IPv4 addresses it resolves to, in resolver order (F26)."""
+    """The node's host name and the IPv4 addresses it resolves to, in resolver order (catalogue gloo_fullmesh)."""
     name = socket.gethostname()
     out = []
     try:

@@ -16,7 +16,7 @@ description:
   - Writes the padded head counts and widths a lane names (for GLM-5.3-Flash at tensor-parallel
     size 3, C(text_config.num_attention_heads), C(num_key_value_heads), C(linear_num_heads) and
     C(linear_attn_config.num_heads) to 66, C(moe_intermediate_size) to 2112) into C(config.json), so
-    the file agrees with what the image's overlay pads to at run time (operations spec D.2).
+    the file agrees with what the image's overlay pads to at run time (catalogue drafter_heads).
   - The targets are lane data tied to the image/overlay version. The module computes candidates
     (heads rounded up to a multiple of the tensor-parallel size, widths to the smallest multiple
     of lcm(tp, 64)) only to report them next to the targets.
@@ -46,7 +46,7 @@ options:
     description:
       - Dotted key (for example C(text_config.linear_attn_config.num_heads)) to padded integer
         value, from the lane's C(padding.config_targets).
-      - Keys missing from the file are skipped and reported with state C(absent) (spec D.2,
+      - Keys missing from the file are skipped and reported with state C(absent) (catalogue drafter_heads,
         C(linear_attn_config.num_heads) only if that dict and key exist), except
         C(text_config.linear_num_heads) - the runtime reads it, and the reference pad script writes the
         padded head count whether or not the released file has it. It is created (plan C(create=true))
@@ -82,7 +82,7 @@ attributes:
   diff_mode:
     support: full
 notes:
-  - Source of the rules - operations spec D.1, D.2 (Y3 C(scripts/pad-config.py), L3 lcm rule) and
+  - Source of the rules - catalogue drafter_heads (Y3 C(scripts/pad-config.py), L3 lcm rule) and
     docs/tp-padding.md. Why 2112 and not 2049 - native MTP reads the file, not C(--hf-overrides),
     and 2049/3 = 683 is not a multiple of the NVFP4 16-value block.
   - Stdlib only on the target.
@@ -140,7 +140,7 @@ backup_file:
   type: str
 hf_overrides:
   description:
-    - The runtime C(--hf-overrides) companion of the targets (spec D.2) - keys directly in C(text_config)
+    - The runtime C(--hf-overrides) companion of the targets (catalogue drafter_heads) - keys directly in C(text_config)
       both at top level and inside C(text_config). Empty when nothing is padded (C(divides), C(empty)).
   returned: always
   type: dict
@@ -218,8 +218,8 @@ def main():
         if bad:
             keys = ", ".join("%s = %d does not divide by tensor-parallel size %d" % (k, v, tp) for k, v in bad)
             module.fail_json(msg="%s: %s; vLLM cannot split them across %d ranks. Fix: pad the file - set the lane's "
-                                 "padding.config_targets (config.json widths and heads, spec D.2) or heads_padding "
-                                 "(checkpoint or drafter weights, spec D.3) and run ansible-playbook site.yml "
+                                 "padding.config_targets (config.json widths and heads, catalogue drafter_heads) or heads_padding "
+                                 "(checkpoint or drafter weights, catalogue setstorage_out_of_bounds) and run ansible-playbook site.yml "
                                  "--tags tp_pad" % (path, keys, tp),
                              **dict((k, v) for k, v in result.items() if k != "changed"))
     if original is not None:
@@ -265,7 +265,7 @@ def main():
 
     try:
         if not os.path.exists(backup):
-            shutil.copy2(path, backup)  # once: the released file is never overwritten (spec D.2)
+            shutil.copy2(path, backup)  # once: the released file is never overwritten (catalogue drafter_heads)
         fd, tmp = tempfile.mkstemp(prefix=".config.json.", dir=os.path.dirname(os.path.abspath(path)))
         with os.fdopen(fd, "wb") as f:
             f.write(dump_config(new).encode("utf-8"))
@@ -274,7 +274,7 @@ def main():
         os.chmod(path, 0o644)
     except (IOError, OSError) as e:
         module.fail_json(msg="%s: cannot write the padded file (%s); is the checkpoint directory writable on "
-                             "this host (NFS owner, spec D.2)?" % (path, e))
+                             "this host (NFS owner, catalogue drafter_heads)?" % (path, e))
     module.exit_json(**result)
 
 

@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Read-only health gate of a vLLM group started by M(dgxspark.vllm.vllm_rank). It never reports
     C(changed) and never uses C(/v1/models) for liveness, which answers 200 with a dead engine
-    (operations spec A.6, G#26).
+    (catalogue rank_killed, reasoning_empty_content).
   - I(mode=wait) runs one readiness cycle on a rank's node. It polls C(GET /health) on the head for
     up to O(timeout_s) seconds while checking, every O(poll_s) seconds, the state of the local rank
     container with C(docker inspect). A container that is not running fails at once with its last
@@ -26,13 +26,13 @@ description:
   - I(mode=smoke) sends one chat completion that must return non-empty C(content); on
     C(finish_reason=length) with reasoning present it retries with O(retry_max_tokens) and
     C(reasoning_effort=low) before failing. It reads both C(reasoning) and C(reasoning_content) and
-    flags a closing think tag inside C(content) as a reasoning-parser misconfiguration (field case F14).
-    With O(tool_smoke) it sends a zero-argument tool and a tool with one argument (field case F21).
+    flags a closing think tag inside C(content) as a reasoning-parser misconfiguration (catalogue reasoning_empty_content).
+    With O(tool_smoke) it sends a zero-argument tool and a tool with one argument (catalogue tool_parser_zero_arg).
     With O(canary) it sends a one-token C(/v1/completions) (A.7).
   - I(mode=metrics) scrapes C(/metrics) twice O(interval_s) seconds apart, for speculative-decoding
     acceptance from the deltas (F.5), and a wedge verdict (requests running or waiting with the
     generation-token counter unchanged). With O(ranks) it also reports the KV pool across ranks
-    (minimum, limiting rank, spread; E.3, F16) and checks a KV pin against vLLM's suggestion (F20).
+    (minimum, limiting rank, spread; E.3, catalogue kv_pool_below_peers) and checks a KV pin against vLLM's suggestion (catalogue kv_pin_no_activation_reserve).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 extends_documentation_fragment:
@@ -110,19 +110,19 @@ options:
     type: int
     default: 64
   retry_max_tokens:
-    description: C(max_tokens) of the retry when the reasoning used every token (F14). Default 4 x O(max_tokens).
+    description: C(max_tokens) of the retry when the reasoning used every token (catalogue reasoning_empty_content). Default 4 x O(max_tokens).
     type: int
   chat_template_kwargs:
     description: C(chat_template_kwargs) sent with every chat request.
     type: dict
   default_chat_template_kwargs:
-    description: The lane's server default chat-template kwargs; only read to warn (F14).
+    description: The lane's server default chat-template kwargs; only read to warn (catalogue reasoning_empty_content).
     type: dict
   reasoning_parser:
-    description: The lane's C(--reasoning-parser); named in the F14 message.
+    description: The lane's C(--reasoning-parser); named in the catalogue reasoning_empty_content message.
     type: str
   tool_call_parser:
-    description: The lane's C(--tool-call-parser); named in the F21 message.
+    description: The lane's C(--tool-call-parser); named in the catalogue tool_parser_zero_arg message.
     type: str
   chat:
     description:
@@ -149,11 +149,11 @@ options:
     type: list
     elements: dict
   kv_spread_warn_gib:
-    description: Warn when the available KV memory of two ranks differs by more than this (GiB, F16).
+    description: Warn when the available KV memory of two ranks differs by more than this (GiB, catalogue kv_pool_below_peers).
     type: float
     default: 2.0
   kv_pin_bytes:
-    description: The lane's C(--kv-cache-memory) pin in bytes, compared with vLLM's suggestion (F20).
+    description: The lane's C(--kv-cache-memory) pin in bytes, compared with vLLM's suggestion (catalogue kv_pin_no_activation_reserve).
     type: int
   api_key:
     description:
@@ -315,7 +315,7 @@ def container_state(module, name):
         info = _cli(module).inspect_container(name)
     except DockerError as e:
         module.fail_json(msg="rank %s: docker inspect %s failed (rc %s): %s. Fix: check that the deploy user can "
-                             "run %s on this node (F22)" % (p["rank"], name, e.rc, e.stderr.strip(), p["docker_bin"]),
+                             "run %s on this node (catalogue docker_group_missing)" % (p["rank"], name, e.rc, e.stderr.strip(), p["docker_bin"]),
                          rc=e.rc, stderr=e.stderr)
     if info is None:
         return {"name": name, "status": "absent", "running": False, "exit_code": None,
@@ -401,7 +401,7 @@ def chat_request(p, max_tokens, extra_kwargs=None, messages=None, tools=None):
         body["chat_template_kwargs"] = kwargs
     if tools:
         body["tools"] = tools
-        body["tool_choice"] = "auto"  # a named choice would bypass the tool parser under test (F21)
+        body["tool_choice"] = "auto"  # a named choice would bypass the tool parser under test (catalogue tool_parser_zero_arg)
     return body
 
 
@@ -436,7 +436,7 @@ def run_smoke(module):
         failures.append("chat: " + attempts[-1]["msg"])
     if len(attempts) > 1 and chat_ok:
         warnings.append("the first chat attempt ran out of tokens in reasoning (%d max_tokens); passed with %d and "
-                        "reasoning_effort low: raise health.smoke_max_tokens (F14)"
+                        "reasoning_effort low: raise health.smoke_max_tokens (catalogue reasoning_empty_content)"
                         % (attempts[0]["max_tokens"], attempts[-1]["max_tokens"]))
     result = {"chat": {"ok": chat_ok, "attempts": attempts, "skipped": not p["chat"]}, "warnings": warnings}
 

@@ -19,12 +19,12 @@ description:
   - The container carries the spec hash as the label C(dgxspark.vllm.spec-hash); it is recreated only when
     that label differs from the wanted hash, when it is not running, or when O(recreate=true).
   - Before any removal the container's full C(docker logs) (stdout and stderr, with timestamps) is saved to
-    C(<log_dir>/<name>-<log_stamp>.log) on the node (operations spec A.5, NVRM errors surface minutes later).
+    C(<log_dir>/<name>-<log_stamp>.log) on the node (catalogue worker_orphaned, NVRM errors surface minutes later).
   - With O(state=started) or O(state=absent), a container found not running counts as an unexplained death; the
     count is kept in C(<log_dir>/<name>.deaths) and reset when such a run finds the rank running (the caller stops
-    after two in a row, operations spec A.5). O(state=query) only reads it and writes nothing.
+    after two in a row, catalogue worker_orphaned). O(state=query) only reads it and writes nothing.
   - Uses only the docker CLI on the node; no Python docker SDK is needed. Containers run with C(--restart no)
-    because docker restart policies cannot recover a multi-node mp group (spec A.5).
+    because docker restart policies cannot recover a multi-node mp group (catalogue worker_orphaned).
   - This module handles one rank. Ordering (tear down every rank, then workers from the highest rank down,
     then the head) is the job of the C(dgxspark.vllm.vllm_ranks) role.
 options:

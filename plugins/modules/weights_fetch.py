@@ -16,9 +16,9 @@ description:
   - Downloads O(repo_id) at O(revision) into O(local_dir) with C(huggingface_hub.snapshot_download),
     which resumes partial downloads.
   - O(revision) must be a 40-hex commit id; a branch or tag is refused unless O(allow_branch)
-    (operations spec C.9).
+    (catalogue weights_mismatch).
   - O(allow_patterns) always includes C(*.jinja), because weight-only downloads skip the chat
-    template (field case F13).
+    template (catalogue no_chat_template).
   - A directory already holding a finished fetch of the same repo and revision (marker file
     C(.dgxspark-fetch.json) plus every shard named by the index, non-empty) is not downloaded again.
   - Needs the C(huggingface_hub) Python package on the node running it (for example a virtualenv

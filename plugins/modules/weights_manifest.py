@@ -16,15 +16,15 @@ description:
   - On the weights owner (O(state=written)) lists every file of the checkpoint directory with its
     size in bytes, every shard named by C(model.safetensors.index.json), and the sha256 of every
     non-weight file (config, tokenizer, chat templates, index). For the drafter every file is
-    hashed, weights included (operations spec C.9).
+    hashed, weights included (catalogue weights_mismatch).
   - On every other node (O(state=verified)) compares the directory with the owner's manifest and
-    reports each difference with node, file, expected and found value (field case F23).
+    reports each difference with node, file, expected and found value (catalogue file_not_found).
   - Padding rule shared with C(tp_pad) and C(drafter_pad) - when C(X.orig) exists (their one-time
     backup of a file C(X) they rewrite, for example C(config.json.orig)) it is the released file and
     stands for C(X) both when writing and when verifying, so a padded node still verifies and nothing
     fights the padding. C(*.orig) files are never listed; hidden entries (C(.cache)) are skipped.
   - Optionally sets files to 0644 and directories to 0755 so a root-squashed NFS reader can open
-    them (operations spec C.5, G36).
+    them (catalogue weights_mismatch, file_not_found).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 options:

@@ -59,7 +59,7 @@ def _shard(path, blob):
     (b"\xff\xfe not json", "header is not JSON"),
     (b"<html>404</html>", "header is not JSON"),
     (b"[1, 2]", "its header is a JSON list, not an object"),
-    (b'{"w": "F16"}', "tensor w has a malformed header entry 'F16'"),
+    (b'{"w": "catalogue kv_pool_below_peers"}', "tensor w has a malformed header entry 'catalogue kv_pool_below_peers'"),
     (b'{"w": {"dtype": "Q4", "shape": [1], "data_offsets": [0, 1]}}', "tensor w has unsupported dtype 'Q4'"),
 ], ids=["binary", "html", "array", "entry-string", "dtype-unknown"])
 def test_safetensors_header_that_is_not_json(tmp_path, blob, expected):
@@ -81,7 +81,7 @@ def test_docker_output_that_is_not_json(tmp_path, output, expected):
     os.chmod(script, 0o755)
     res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": script, "timeout_s": 5})
     assert failed and res["msg"].startswith("rank 1: docker inspect vllm_rank failed (rc 0): " + expected), res["msg"]
-    assert res["msg"].endswith("Fix: check that the deploy user can run %s on this node (F22)" % script)
+    assert res["msg"].endswith("Fix: check that the deploy user can run %s on this node (catalogue docker_group_missing)" % script)
 
 
 # ---- class: invalid regex, refused before any docker call -------------------------------------------------------

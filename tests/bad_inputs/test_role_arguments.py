@@ -55,19 +55,19 @@ SITE_CASES = [
 # connection), refuses them before the first node task.
 RANGE_CASES = [
     ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", "-4",
-     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, operations spec "
+     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, the failure catalogue (docs/catalogue.md) "
      "C.1; DGX OS ships 15-16 GiB). Set node_prep_swap_size_gib: 16 (the default), or node_prep_swap_create: false "
      "to create no swap file."),
     ("swap-size-zero", "node_prep", "node_prep_swap_size_gib", "0",
      "node_prep_swap_size_gib is 0; it must be an int >= 1"),
     ("swappiness-250", "node_prep", "node_prep_swappiness", "250",
      "node_prep_swappiness is 250; vm.swappiness takes 0..200 (the kernel refuses other values). Set "
-     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, operations spec C.1)."),
+     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, catalogue swap_off)."),
     ("swappiness-negative", "node_prep", "node_prep_swappiness", "-1",
      "node_prep_swappiness is -1; vm.swappiness takes 0..200"),
     ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000",
      "rdma_fabric_mtu is 100000; it must be 0 (only check that every rank has the same MTU) or an Ethernet MTU in "
-     "1280..9216 bytes (the fabric runs jumbo frames, 9000, operations spec C.6). Set rdma_fabric_mtu: 9000 (the "
+     "1280..9216 bytes (the fabric runs jumbo frames, 9000, catalogue nccl_wrong_gid). Set rdma_fabric_mtu: 9000 (the "
      "default)."),
     ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", "576", "rdma_fabric_mtu is 576; it must be 0"),
     # the discovery runs under --tags vllm_ranks too: its MTU check comes first

@@ -2,7 +2,7 @@
 
 inventories/sim_tp3 wires three nodes as the NVIDIA three-Spark triangle: one /24 per link and no
 fabric subnet shared by all ranks, plus a management network. Evidence is read from each node's own
-dockerd and files: the rendezvous moved to the management interface (field case F08), the tiny
+dockerd and files: the rendezvous moved to the management interface (catalogue rendezvous_timeout), the tiny
 checkpoint padded 4/2 -> 6/3 heads on every node with the released config kept, ranks 2 and 1
 started before rank 0, a real three-rank vLLM answering, changed=0 on a second run, and a teardown
 that removes the head first and leaves every rank's log on the controller.
@@ -50,7 +50,7 @@ def deployed(tmp_path_factory):
 
 
 def test_ring_puts_the_rendezvous_on_management(deployed):
-    """F08: no fabric subnet reaches all three ranks, so Gloo and the master address use enP7s7."""
+    """catalogue rendezvous_timeout: no fabric subnet reaches all three ranks, so Gloo and the master address use enP7s7."""
     name = _lane()["container"]["name"]
     ranks = _ranks()
     master = node_ipv4(ranks[0][1], "enP7s7")

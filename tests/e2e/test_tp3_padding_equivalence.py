@@ -1,5 +1,5 @@
 """TP3 padding is exact: the tiny model served unpadded at TP1 and head-padded (4/2 -> 6/3) at TP3
-across three real vLLM ranks gives the same greedy token ids (issue 8; operations spec D.3;
+across three real vLLM ranks gives the same greedy token ids (issue 8; catalogue setstorage_out_of_bounds;
 build-machine.md addendum "vLLM multi-rank and TP3").
 
 Self-contained on the build machine's dockerd: a seeded random Qwen3 checkpoint (the drafter's model
@@ -197,7 +197,7 @@ def test_tp3_padded_equals_tp1_unpadded(workdir):
     reference = greedy_ids("198.18.44.10", PREFIX + "0")
     docker("rm", "-f", PREFIX + "0")
 
-    # TP3, padded: ranks 2 and 1 headless first, then rank 0 (operations spec A.4).
+    # TP3, padded: ranks 2 and 1 headless first, then rank 0 (catalogue rendezvous_timeout).
     ips = {0: "198.18.44.11", 1: "198.18.44.12", 2: "198.18.44.13"}
     for r in (2, 1, 0):
         args = ["--tensor-parallel-size", "3", "--distributed-executor-backend", "mp", "--nnodes", "3",

@@ -8,12 +8,12 @@ Standard library only (matplotlib optional for the plot). Usage:
     vllm_bench.py --config config.json --out-dir reports/<UTC timestamp>
 
 config.json (written by the role): base_url, model, lane, platform, sizes {...}, deployed {...},
-published {...} (operations spec H for this lane, spark lanes only), health_report (optional).
+published {...} (catalogue gpu_low_power for this lane, spark lanes only), health_report (optional).
 Writes report.json, report.md and throughput.png (tok/s against concurrency) into --out-dir and
 exits 0 when every request succeeded, 1 otherwise (quality figures such as the needle are reported,
 not judged, on lanes marked so).
 
-Measurements and their sources (operations spec F.4, F.5; field case F25):
+Measurements and their sources (catalogue reasoning_empty_content, topk_wall):
 - decode: streamed chat, temperature 0; TTFT at the first delta that carries content or reasoning;
   decode tok/s = (completion_tokens - 1) / (end - first token), completion_tokens from `usage`
   (never from counting chunks: with speculative decoding one chunk carries several tokens).
@@ -22,7 +22,7 @@ Measurements and their sources (operations spec F.4, F.5; field case F25):
   mean of tokens / wall of each request; failures counted.
 - spec-decode: /metrics before and after the sweep; acceptance = accepted / draft tokens, mean
   acceptance length = 1 + accepted / drafts, per position = accepted at p / drafts.
-- long prompt (F25): one prompt above the lane's target (32K on GLM lanes), 200 with non-empty
+- long prompt (catalogue topk_wall): one prompt above the lane's target (32K on GLM lanes), 200 with non-empty
   output, then /health 200 and a short chat still fine.
 - needle: filler around `SECRET RECORD: NEEDLE-<hex>`, sized with /tokenize; pass when the answer
   contains the secret.
@@ -265,7 +265,7 @@ def build_prompt(cfg, target_tokens, head="", tail=""):
 
 
 def bench_long_prompt(cfg):
-    """F25: one prompt above the lane's target, then /health and a short chat must still be fine."""
+    """catalogue topk_wall: one prompt above the lane's target, then /health and a short chat must still be fine."""
     s = cfg["sizes"]
     base = cfg["base_url"].rstrip("/")
     prompt, n = build_prompt(cfg, s["long_prompt_tokens"], tail="\n\nSummarise the text above in one sentence.")
@@ -346,7 +346,7 @@ def fmt(v, nd=2):
 def render_markdown(rep):
     d = rep.get("deployed") or {}
     lines = ["# vLLM benchmark: lane %s" % rep["lane"], "",
-             "Generated %s against `%s` (model `%s`, platform %s). Formulas: operations spec F.4/F.5."
+             "Generated %s against `%s` (model `%s`, platform %s). Formulas: catalogue reasoning_empty_content."
              % (rep["generated"], rep["base_url"], rep["model"], rep["platform"]), "",
              "## What was deployed", "",
              "| item | value |", "|---|---|"]
@@ -356,7 +356,7 @@ def render_markdown(rep):
             lines.append("| %s | `%s` |" % (key, d[key] if d[key] not in (None, "") else "n/a"))
     kv = (rep.get("health") or {}).get("kv_pool") or {}
     if kv.get("per_rank"):
-        lines += ["", "KV cache per rank (from every rank's log; the pool is built from the minimum, F16):", "",
+        lines += ["", "KV cache per rank (from every rank's log; the pool is built from the minimum, catalogue kv_pool_below_peers):", "",
                   "| rank | host | available KV (GiB) |", "|---|---|---|"]
         for r in kv["per_rank"]:
             lines.append("| %s | %s | %s |" % (r.get("rank"), r.get("host"), fmt(r.get("available_kv_cache_gib"))))
@@ -398,7 +398,7 @@ def render_markdown(rep):
     cp = r.get("corruption") or {}
     lines += ["", "## Long context and output quality", "",
               "| check | result |", "|---|---|",
-              "| long prompt %s tokens (F25): status, /health after, short chat after | %s, %s, %s (%s s) |"
+              "| long prompt %s tokens (catalogue topk_wall): status, /health after, short chat after | %s, %s, %s (%s s) |"
               % (fmt(lp.get("prompt_tokens")), fmt(lp.get("status")), fmt(lp.get("health_after")),
                  fmt(lp.get("short_chat_after")), fmt(lp.get("seconds"))),
               "| needle at %s tokens: contains secret / exact | %s / %s%s |"
@@ -471,7 +471,7 @@ def run(cfg, out_dir):
     if s.get("long_prompt_tokens"):
         results["long_prompt"] = bench_long_prompt(cfg)
         if not results["long_prompt"]["ok"]:
-            failures.append("long prompt (%s tokens): status %s, /health after %s, short chat after %s (F25)" % (
+            failures.append("long prompt (%s tokens): status %s, /health after %s, short chat after %s (catalogue topk_wall)" % (
                 results["long_prompt"]["prompt_tokens"], results["long_prompt"]["status"],
                 results["long_prompt"]["health_after"], results["long_prompt"]["short_chat_after"]))
     if s.get("needle_tokens"):
@@ -489,11 +489,11 @@ def run(cfg, out_dir):
         if not results["corruption"]["ok"]:
             failures.append("corruption probe: a request failed")
         elif any(results["corruption"]["replacement_chars"]) and s.get("corruption_judged", True):
-            failures.append("corruption probe: U+FFFD in the output %s (G#18)" % results["corruption"]
+            failures.append("corruption probe: U+FFFD in the output %s (catalogue weights_mismatch)" % results["corruption"]
                             ["replacement_chars"])
     results["seconds"] = round(time.time() - t0, 1)
     if cfg.get("platform") != "spark":
-        notes.append("published figures (operations spec H) are compared on spark lanes only")
+        notes.append("published figures (catalogue gpu_low_power) are compared on spark lanes only")
     rep = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "lane": cfg["lane"],
            "platform": cfg.get("platform"), "base_url": base, "model": cfg["model"], "sizes": s,
            "deployed": cfg.get("deployed") or {}, "health": cfg.get("health_report") or {},

@@ -253,7 +253,7 @@ def test_docker_group_lost_head(fleet, self_repair):
     assert probe, "preflight did not report the docker probe of %s" % head
     msg = probe[0]["event_data"]["res"]["msg"]
     assert "%s: docker as %s: not usable yet (permission denied" % (head, USER) in msg, msg
-    assert "docker.sock" in msg and "node_prep adds the docker group (F22)" in msg, msg
+    assert "docker.sock" in msg and "node_prep adds the docker group (catalogue docker_group_missing)" in msg, msg
     assert not run.ok("Preflight | Report the docker and sudo probes", host=fleet.worker)
     fixed = run.changed("Node_prep | Add the deploy user to the docker group")
     assert [ev["event_data"]["host"] for ev in fixed] == [head]

@@ -12,7 +12,7 @@ from tests.unit.conftest import FIXTURES
 
 RD = os.path.join(FIXTURES, 'rdma')
 FILTERS = FilterModule().filters()
-# the keys rdma_fabric owns; TORCH_NCCL_ASYNC_ERROR_HANDLING belongs to the lane's common env (spec B.3)
+# the keys rdma_fabric owns; TORCH_NCCL_ASYNC_ERROR_HANDLING belongs to the lane's common env (catalogue engine_dead)
 OWNED = ('NCCL_', 'GLOO_', 'TP_SOCKET_IFNAME', 'MN_IF_NAME', 'VLLM_HOST_IP')
 
 
@@ -69,7 +69,7 @@ def test_golden_env_key_by_key(fleet, lane_file, form):
 
 
 def test_golden_t2_gid_index_comes_from_each_hosts_table(tmp_path):
-    # move node-b's RoCE v2 IPv4 GID to index 5 (F03): node-b's env follows its own table
+    # move node-b's RoCE v2 IPv4 GID to index 5 (catalogue nccl_wrong_gid): node-b's env follows its own table
     import shutil
     src = os.path.join(RD, 'fleets', 't2')
     dst = tmp_path / 't2'

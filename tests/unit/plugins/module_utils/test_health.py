@@ -81,16 +81,16 @@ def test_f20_suggested_pin_parsed_and_pin_above_it_warns():
     assert b["kv_cache_memory_suggestion"]["fit_bytes"] == 6442450944
     assert b["kv_cache_memory_suggestion"]["fit_gib"] == 6.0
     s = health.kv_pool_summary([dict(b, rank=0, host="node-a")], pin_bytes=8053063680)
-    f20 = [w for w in s["warnings"] if "(F20)" in w]
+    f20 = [w for w in s["warnings"] if "(catalogue kv_pin_no_activation_reserve)" in w]
     assert len(f20) == 1
     assert "8053063680 B (7.50 GiB) exceeds" in f20[0]
     assert "6442450944 B (6.0 GiB)" in f20[0]
     # the suggested value itself is fine
     ok = health.kv_pool_summary([dict(b, rank=0, host="node-a")], pin_bytes=6442450944)
-    assert [w for w in ok["warnings"] if "(F20)" in w] == []
+    assert [w for w in ok["warnings"] if "(catalogue kv_pin_no_activation_reserve)" in w] == []
 
 
-# ---- KV pool across ranks (F16) -------------------------------------------------------------
+# ---- KV pool across ranks (catalogue kv_pool_below_peers) -------------------------------------------------------------
 
 def test_f16_pool_is_the_minimum_across_ranks():
     a = dict(health.parse_boot_log(log("per-rank", "f16-node-a-worker-tp0.log")), rank=0, host="node-a")
@@ -102,7 +102,7 @@ def test_f16_pool_is_the_minimum_across_ranks():
     assert s["limiting_host"] == "node-b"
     assert s["spread_gib"] == 3.00
     assert s["warnings"] == ["KV headroom spread 3.00 GiB across ranks exceeds 2.00 GiB: rank 1 (node-b) "
-                             "limits the pool at 5.54 GiB (F16)"]
+                             "limits the pool at 5.54 GiB (catalogue kv_pool_below_peers)"]
     # below the threshold: no warning
     assert health.kv_pool_summary([a, b], spread_warn_gib=3.5)["warnings"] == []
 
@@ -314,7 +314,7 @@ def test_no_drafter_metrics():
     assert s["present"] is False and s["acceptance_rate"] is None
 
 
-# ---- smoke verdicts (F14, F21) --------------------------------------------------------------
+# ---- smoke verdicts (catalogue reasoning_empty_content, tool_parser_zero_arg) --------------------------------------------------------------
 
 def test_f14_length_with_reasoning_is_retry_not_dead():
     body = load_yaml("api", "f14-chat-completion-length-empty-content.yaml")
@@ -351,7 +351,7 @@ def test_f14_non_empty_content_passes_and_empty_without_reasoning_fails():
 
 def test_f14_default_kwargs_enable_thinking_false_warns():
     w = health.default_kwargs_warnings({"enable_thinking": False}, "glm47")
-    assert len(w) == 1 and "F14" in w[0]
+    assert len(w) == 1 and "catalogue reasoning_empty_content" in w[0]
     assert health.default_kwargs_warnings({"enable_thinking": True}, "glm47") == []
 
 
@@ -368,7 +368,7 @@ def test_f21_zero_arg_tool_pass_and_failures():
     assert "get_time" in exp["expected"]["pass_if"][0]
     ok = health.evaluate_tool_call(_tool_body(name, "{}"), name, {}, "glm47")
     assert ok["ok"] is True and ok["arguments"] == {}
-    # the F21 failure: the parser dropped the call, the client sees plain content
+    # the catalogue tool_parser_zero_arg failure: the parser dropped the call, the client sees plain content
     dropped = {"choices": [{"message": {"content": "<tool_call>get_time</tool_call>"}, "finish_reason": "stop"}]}
     bad = health.evaluate_tool_call(dropped, name, {}, "glm47")
     assert bad["ok"] is False and bad["issue"] == "no_tool_call"

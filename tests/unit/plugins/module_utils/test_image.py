@@ -440,7 +440,7 @@ def test_build_chain_adhoc_from_names_the_stage_and_both_tags():
     assert errors == [
         "image.build stage 2 'v2' (docker/Dockerfile.v2): FROM names radixark/vllm-glm53-flash:sm121-fi618 "
         "(line 1), but the previous stage produces radixark/vllm-glm53-flash:sm121-v3; make the FROM line name "
-        "the previous stage's tag (operations spec C.7, the v2-v6 FROM chain bug)"]
+        "the previous stage's tag (catalogue image_differs, the v2-v6 FROM chain bug)"]
 
 
 def test_build_chain_other_refusals():

@@ -65,7 +65,7 @@ def test_sample_inventories_validate_with_their_lane(inventory, lane_name):
      "lane tp2_dflash2: serve.kv_policy.flag: '--kv-cache' is not one of --kv-cache-memory, --kv-cache-memory-bytes"),
     ({"serve": {"kv_policy": {"mode": "profiler"}}},
      "lane tp2_dflash2: serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass --kv-cache-memory, "
-     "or drop bytes (operations spec E.2)"),
+     "or drop bytes (catalogue kv_cache_too_small)"),
     ({"serve": {"api_args_on_workers": "yes"}},
      "lane tp2_dflash2: serve.api_args_on_workers: expected bool, got string ('yes')"),
     ({"serve": {"limit_mm_per_prompt": "image=2"}},
@@ -87,7 +87,7 @@ def test_sample_inventories_validate_with_their_lane(inventory, lane_name):
      "tensor_parallel_size 2"),
     ({"padding": {"config_targets": {"text_config.num_attention_heads": 65}}},
      "lane tp2_dflash2: padding.config_targets.text_config.num_attention_heads: 65 does not divide by "
-     "tensor_parallel_size 2; pad to a multiple of it (operations spec D.2)"),
+     "tensor_parallel_size 2; pad to a multiple of it (catalogue drafter_heads)"),
     ({"padding": {"config_targets": {"text_config.moe_intermediate_size": "2112"}}},
      "lane tp2_dflash2: padding.config_targets.text_config.moe_intermediate_size: expected a positive int, got '2112'"),
     ({"serve": {"compilation_config": ["FULL"]}},

@@ -51,7 +51,7 @@ def test_pinned_pools_of_the_seeds(p):
     plan = mp.memory_plan(seed_lane(p, {"mode": "pin", "bytes": p["pin_bytes"]}))
     assert plan["errors"] == []
     assert abs(err_pct(plan["pool_tokens"], p["pool"])) <= TOLERANCE_PCT[p["use"]], plan["pool_tokens"]
-    # pool = int(max_concurrency x max_model_len) (spec E.1), every rank the same under a pin
+    # pool = int(max_concurrency x max_model_len) (catalogue kv_cache_too_small), every rank the same under a pin
     assert len(plan["ranks"]) == p["tp"]
     assert len(set(r["pool_tokens"] for r in plan["ranks"])) == 1
 
@@ -62,7 +62,7 @@ def test_named_figures_of_the_issue():
     assert tp3["kv_gib"] == 10.73 and tp3["pool_tokens"] == 1540230    # published 1,505,849: +2.3 %
     tp4 = mp.memory_plan(seed_lane(by["TP4 DFlash2 1M (T4 earlier anchor)"], {"mode": "pin", "bytes": 16 * GIB}))
     assert tp4["pool_tokens"] == 2596970                                # published 2,622,494: -1.0 %
-    # bytes per token per rank at 262,144 tokens: 6,962 without speculation, 8,793 with MTP-4 (spec E.1)
+    # bytes per token per rank at 262,144 tokens: 6,962 without speculation, 8,793 with MTP-4 (catalogue kv_cache_too_small)
     none = mp.memory_plan(seed_lane(by["TP3 no spec 262K (Y3)"], {"mode": "pin", "bytes": 1}))
     mtp = mp.memory_plan(seed_lane(by["TP3 MTP-4 262K (Y3)"], {"mode": "pin", "bytes": 1}))
     assert abs(none["effective_bytes_per_token_per_rank"] - 6962) / 6962 < 0.001
@@ -111,7 +111,7 @@ def _node(host, rank, meminfo_text):
 
 
 def test_refuses_a_pin_that_cannot_fit_names_rank_and_numbers():
-    # F17's node (MemTotal 121.69 GiB, MemAvailable 104.46 GiB) under lane tp2_mtp with its pin raised to 16 GiB
+    # catalogue free_memory_refused's node (MemTotal 121.69 GiB, MemAvailable 104.46 GiB) under lane tp2_mtp with its pin raised to 16 GiB
     lane = lane_file("tp2_mtp")
     lane["serve"]["kv_policy"]["bytes"] = 16 * GIB
     meminfo = read_fixture("node", "f17-node-meminfo-constructed.txt")
@@ -160,7 +160,7 @@ def test_cpu_lane_kv_is_vllm_cpu_kvcache_space_and_pool_from_config():
 
 
 def test_compare_after_boot_on_captured_logs():
-    """Prediction of lane tp2_dflash2 (8 GiB pin) beside F16's two rank logs and a TP2 boot's pool line."""
+    """Prediction of lane tp2_dflash2 (8 GiB pin) beside catalogue kv_pool_below_peers's two rank logs and a TP2 boot's pool line."""
     plan = mp.memory_plan(lane_file("tp2_dflash2"))
     ranks = [dict(health.parse_boot_log(read_fixture("health", "vllm-logs", "per-rank", f)), rank=r, host=h)
              for r, h, f in ((0, "node-a", "f16-node-a-worker-tp0.log"), (1, "node-b", "f16-node-b-worker-tp1.log"))]

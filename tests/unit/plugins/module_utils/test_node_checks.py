@@ -123,7 +123,7 @@ def test_version_spec_garbage():
         N.version_satisfies('2.19.1', '~2.19')
 
 
-# ------------------------------------------------------------------ id (F22), hosts (F26), sysctl (F19)
+# ---- id (catalogue docker_group_missing), hosts (catalogue gloo_fullmesh), sysctl (catalogue min_free_kbytes_raised)
 
 def test_id_without_docker_group_f22():
     got = N.parse_id(fx('f22-node-c-id-no-docker-group.txt'))
@@ -149,7 +149,7 @@ def test_sysctl_f19():
         'vm.min_free_kbytes': 4194304, 'vm.watermark_boost_factor': 15000}
 
 
-# ------------------------------------------------------------------ feasible utilization (F17, F19)
+# ------------------------------------------------------------------ feasible utilization (catalogue free_memory_refused, min_free_kbytes_raised)
 
 def test_f17_feasible_utilization_from_the_log():
     free, total, requested, desired = vllm_free_memory_line(fx('f17-free-memory-less-than-desired.log'))
@@ -182,7 +182,7 @@ def test_f17_verdict_refuses_087_naming_node():
     assert v['short_hosts'] == ['node-b']
     assert v['message'] == (
         "GPU memory utilization 0.87 (lane serve.gpu_memory_utilization) would fail vLLM's startup free-memory "
-        "check, which compares MemAvailable with utilization x MemTotal (F17, F19; margin 0.00 GiB): node-b has "
+        "check, which compares MemAvailable with utilization x MemTotal (catalogue free_memory_refused, min_free_kbytes_raised; margin 0.00 GiB): node-b has "
         "MemAvailable 104.46 GiB of MemTotal 121.69 GiB, needs 105.87 GiB (feasible 0.85). Largest value every "
         "node passes: 0.85. Fix: set vllm_lane_overrides.serve.gpu_memory_utilization to 0.85 or lower, or free "
         "memory on node-b (stop other workloads, drop caches) and re-run; do not raise vm.min_free_kbytes before launch.")
@@ -284,8 +284,8 @@ def test_cma_zero_names_kernel_f07():
     c = by_name(N.node_checks('node-b', node, SPARK_LANE))['cma_total']
     assert c['ok'] is False and c['measured'] == 0
     assert c['message'] == (
-        "node-b: CmaTotal is 0 kB on kernel 7.0.0-1019-nvidia; RDMA memory registration fails with ENOMEM (F07). "
-        "Fix: boot a kernel with CMA enabled (F07 fixed it with 6.17.0-1031-nvidia and driver 580.173.02).")
+        "node-b: CmaTotal is 0 kB on kernel 7.0.0-1019-nvidia; RDMA memory registration fails with ENOMEM (catalogue cma_zero). "
+        "Fix: boot a kernel with CMA enabled (catalogue cma_zero fixed it with 6.17.0-1031-nvidia and driver 580.173.02).")
 
 
 def test_cma_missing_line():
@@ -298,14 +298,14 @@ def test_cma_missing_line():
 def test_old_driver_and_missing_driver():
     node, _ = spark_node(driver_version='575.51.03')
     c = by_name(N.node_checks('node-c', node, SPARK_LANE))['nvidia_driver']
-    assert c['message'] == ('node-c: NVIDIA driver 575.51.03, the lane needs >= 580 (operations-spec C.3). Fix: install '
+    assert c['message'] == ('node-c: NVIDIA driver 575.51.03, the lane needs >= 580 (catalogue nccl_version_skew). Fix: install '
                             'nvidia-driver-580-open or newer and reboot; check with nvidia-smi.')
     node, _ = spark_node(driver_version=None, gpu_name=None, gpu_names=[])
     checks = by_name(N.node_checks('node-c', node, SPARK_LANE))
     assert checks['nvidia_driver']['message'].startswith(
         'node-c: NVIDIA driver not found (nvidia-smi gave no driver version), the lane needs >= 580')
     assert checks['gpu_name']['message'] == (
-        'node-c: GPU not found, the lane needs NVIDIA GB10 (operations-spec C.3). Fix: run this lane on DGX Spark '
+        'node-c: GPU not found, the lane needs NVIDIA GB10 (catalogue nccl_version_skew). Fix: run this lane on DGX Spark '
         '(GB10) nodes, or check that the NVIDIA driver is loaded (nvidia-smi).')
 
 
@@ -319,7 +319,7 @@ def test_swap_required_but_zero():
     node, _ = spark_node(swap_total_gib=0.0)
     c = by_name(N.node_checks('node-a', node, SPARK_LANE))['swap']
     assert c['message'] == (
-        'node-a: swap total is 0.00 GiB but the lane requires swap (operations-spec C.1, G#6: without swap the worker '
+        'node-a: swap total is 0.00 GiB but the lane requires swap (catalogue swap_off, oom_killed: without swap the worker '
         'is killed during the MoE Marlin repack). Fix: run role node_prep (it creates node_prep_swap_file when no swap '
         'exists) or add a swap file and swapon it.')
 
@@ -338,7 +338,7 @@ def test_hostname_loopback_message_f26():
     node, _ = spark_node(hostname_resolution=N.hostname_verdict('node-b', hosts['node-b']))
     c = by_name(N.node_checks('node-b', node, SPARK_LANE))['hostname_not_loopback']
     assert c['message'] == (
-        "node-b: host name 'node-b' resolves to loopback 127.0.1.1 first (F26); Gloo and NCCL would bind 127.0.0.1 "
+        "node-b: host name 'node-b' resolves to loopback 127.0.1.1 first (catalogue gloo_fullmesh); Gloo and NCCL would bind 127.0.0.1 "
         "and peers get 'Connection refused'. Fix: map 'node-b' to this node's management address in /etc/hosts "
         "(not on the 127.0.1.1 line) or DNS.")
 
@@ -430,7 +430,7 @@ def test_swap_verdict_and_cycle_on_the_f17_node():
     assert N.swap_verdict("node-a", off, False) is None
     assert N.swap_verdict("node-a", off, True) == (
         "node-a: SwapTotal is 0 kB, but the lane requires swap (without swap the worker is killed during the MoE "
-        "Marlin repack, operations spec C.1). Fix: set node_prep_swap_create: true (node_prep creates a swap file), "
+        "Marlin repack, catalogue swap_off). Fix: set node_prep_swap_create: true (node_prep creates a swap file), "
         "or enable the node's own swap (swapon -a), then re-run")
     assert N.swap_cycle_plan(off) == ("skip", 0, "no swap in use")
     tight = dict(meminfo, MemAvailable=400000)

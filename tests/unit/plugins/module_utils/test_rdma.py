@@ -177,7 +177,7 @@ def test_gid_table_missing_dir_is_empty(tmp_path):
     assert R.read_gid_table(str(tmp_path), 'rocep1s0f0') == []
 
 
-# ------------------------------------------------------------------ NCCL_IB_HCA (F04)
+# ------------------------------------------------------------------ NCCL_IB_HCA (catalogue nccl_hca_prefix)
 
 def test_f04_parse_spark_values():
     data = yml('nccl-env', 'f04-nccl-ib-hca-values.yaml')
@@ -283,7 +283,7 @@ def test_f06_socket_iface_follows_the_address_and_pin_without_address_fails():
                            interface=exp['reject_rendered_value'])
     assert pinned['hosts']['node-a']['errors'] == [
         'node-a: interface enp1s0f1np1 (rdma_fabric_interface) is DOWN with no IPv4; GLOO/TP/NCCL sockets '
-        'would fail with "Unable to find address" (F06): bring it up with an IPv4 or pin the interface '
+        'would fail with "Unable to find address" (catalogue gloo_no_address): bring it up with an IPv4 or pin the interface '
         'that holds the address']
     assert pinned['rendezvous'] is None
     assert pinned['errors'] == [
@@ -358,7 +358,7 @@ def test_f07_cma_zero_refused_on_spark_naming_kernel():
     hosts['node-b'].update(cma_total_kib=cma, kernel=case['input']['node-b']['kernel'])
     plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1, 'node-c': 2}, mtu=None)
     assert plan['hosts']['node-b']['errors'] == [
-        'node-b: CmaTotal is 0 kB on kernel 7.0.0-1019-nvidia; ibv_reg_mr fails with ENOMEM (F07): boot a '
+        'node-b: CmaTotal is 0 kB on kernel 7.0.0-1019-nvidia; ibv_reg_mr fails with ENOMEM (catalogue cma_zero): boot a '
         'kernel with CMA (e.g. 6.17.0-1031-nvidia)']
     cpu = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1, 'node-c': 2}, mtu=None, platform='cpu')
     assert cpu['hosts']['node-b']['errors'] == [] and cpu['info'][0].endswith('[informational on cpu lanes]')
@@ -440,11 +440,11 @@ def test_gid_missing_is_error_on_spark_info_on_cpu():
     spark = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None)
     assert spark['hosts']['node-b']['errors'] == [
         'node-b: no RoCE v2 GID for the fabric address on rocep1s0f0; check `show_gids` / the sysfs GID table '
-        'and that the netdev holds its IPv4 (F03)']
+        'and that the netdev holds its IPv4 (catalogue nccl_wrong_gid)']
     cpu = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
     assert cpu['hosts']['node-b']['errors'] == []
     env = R.nccl_env(hosts['node-b'], cpu, host='node-b')
-    assert 'NCCL_IB_GID_INDEX' not in env  # omitted, never empty (F03)
+    assert 'NCCL_IB_GID_INDEX' not in env  # omitted, never empty (catalogue nccl_wrong_gid)
 
 
 def test_nccl_env_refuses_lane_setting_derived_keys():
@@ -454,14 +454,14 @@ def test_nccl_env_refuses_lane_setting_derived_keys():
     plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu')
     with pytest.raises(R.RdmaError) as e:
         R.nccl_env(hosts['node-a'], plan, overrides={'GLOO_SOCKET_IFNAME': 'enp1s0f1np1'})
-    assert str(e.value) == ("the lane sets GLOO_SOCKET_IFNAME, which must come from each host's own facts (F06); "
+    assert str(e.value) == ("the lane sets GLOO_SOCKET_IFNAME, which must come from each host's own facts (catalogue gloo_no_address); "
                             "remove them from the lane's nccl block")
     env = R.nccl_env(hosts['node-a'], plan, overrides={'NCCL_DEBUG': 'INFO', 'NCCL_CROSS_NIC': None})
     assert env['NCCL_DEBUG'] == 'INFO' and 'NCCL_CROSS_NIC' not in env
 
 
 def test_f26_hosts_file_fixture_resolves_to_loopback():
-    # the role's F26 check reads `getent ahostsv4 <hostname>`; this is the input it refuses
+    # the role's catalogue gloo_fullmesh check reads `getent ahostsv4 <hostname>`; this is the input it refuses
     lines = [l.split() for l in fx('node-prep', 'f26-node-b-etc-hosts.txt').splitlines() if l.strip()]
     resolved = [ip for ip, *names in lines if 'node-b' in names]
     assert resolved == ['127.0.1.1'] and R.is_loopback_address(resolved[0])
@@ -479,7 +479,7 @@ def test_f26_loopback_hostname_is_refused_with_the_fix():
     assert plan['hosts']['node-a']['errors'] == []
     assert plan['hosts']['node-b']['errors'] == [
         'node-b: host name node-b resolves to 127.0.1.1 (loopback), so Gloo/TCPStore can bind to loopback and '
-        'peers get "Connection refused" (F26): map node-b to 10.10.0.2 in /etc/hosts instead of 127.0.1.1']
+        'peers get "Connection refused" (catalogue gloo_fullmesh): map node-b to 10.10.0.2 in /etc/hosts instead of 127.0.1.1']
 
 
 def test_s13_nccl_log_parse_and_match_with_rendered_env(tmp_path):

@@ -1,5 +1,5 @@
 """Golden launch lines: render each seed lane with the source fleet's facts and compare with
-tests/fixtures/launch-lines/*.yaml (copied from the shared fixtures; operations spec B.1-B.5).
+tests/fixtures/launch-lines/*.yaml (copied from the shared fixtures; catalogue nccl_no_net_plugin, engine_dead).
 
 The facts fed in are the ones the source fleet had: per-rank rendezvous IP, the head's address,
 the NCCL/Gloo device names rdma_fabric computes on that fleet, the fix-file mounts kernel_fix
@@ -19,7 +19,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 GOLDEN = os.path.join(ROOT, "tests", "fixtures", "launch-lines")
 
 # Site paths of the source fleets: $HOME of user 'user'; the Y3 cluster file's MODEL_DIR; Y3's
-# default overlay dir (build-indexer-overlay --out ~/src/glm53-overlay, spec D.5) and upstream clone.
+# default overlay dir (build-indexer-overlay --out ~/src/glm53-overlay, catalogue drafter_heads) and upstream clone.
 SITE = {
     "$HOME": "/home/user",
     "~": "/home/user",
@@ -220,7 +220,7 @@ def test_tp3_hf_overrides_are_the_y3_runtime_companion():
     the_lane = lane("tp3_mtp")
     spec = render_rank(the_lane, facts(g, the_lane, 2, "mounts_stated"))
     args = parse_args(spec["command"], "/models/glm-5.3-flash-nvfp4")
-    # the on-disk-only key (linear_attn_config.num_heads) stays out of the runtime overrides (spec D.2)
+    # the on-disk-only key (linear_attn_config.num_heads) stays out of the runtime overrides (catalogue drafter_heads)
     assert args["--hf-overrides"] == (
         '{"num_attention_heads":66,"num_key_value_heads":66,"linear_num_heads":66,"moe_intermediate_size":2112,'
         '"text_config":{"num_attention_heads":66,"num_key_value_heads":66,"linear_num_heads":66,'

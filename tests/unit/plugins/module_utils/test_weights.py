@@ -14,7 +14,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import weights as w
 from tests.unit.conftest import FIXTURES, read_fixture
 
 WF = os.path.join(FIXTURES, "weights")
-REV = "09b04e5e74bca08ca8549fc736d4cdd8624bfde3"  # the nvidia pin from sfxnz PR #11 (spec C.9)
+REV = "09b04e5e74bca08ca8549fc736d4cdd8624bfde3"  # the nvidia pin from sfxnz PR #11 (catalogue weights_mismatch)
 
 
 def fixture_json(name):
@@ -112,7 +112,7 @@ def test_revision_branch_or_short_refused(rev):
     assert str(e.value) == (
         "checkpoint incoai/GLM-5.3-Flash-DFlash2: revision %r is a branch or tag, not a 40-hex commit id; "
         "a branch moves under a running fleet (N3 saw a newer drafter revision give a repeatable wrong answer, "
-        "operations spec C.9). Pin the commit id, or set checkpoint.allow_branch: true" % rev)
+        "catalogue weights_mismatch). Pin the commit id, or set checkpoint.allow_branch: true" % rev)
 
 
 def test_revision_branch_allowed_and_missing():
@@ -283,7 +283,7 @@ def test_verify_refuses_unknown_manifest_format():
         w.verify_manifest({"format": 0}, "n")
 
 
-# --------------------------------------------------------------------------- chat templates (F13)
+# --------------------------------------------------------------------------- chat templates (catalogue no_chat_template)
 
 def test_f13_repo_without_template_refused(tmp_path):
     listing = read_fixture("weights", "f13-model-dir-listing-no-template.txt").split()
@@ -335,7 +335,7 @@ def test_guard_libertaidai_partial_attention_modelopt_refused():
     assert refusals == [
         "/m: ModelOpt build quantizes self-attention in 45 of 45 layers (first: layer 0 is not in its "
         "ignore/exclude_modules list); such partial-attention ModelOpt builds corrupt tokens (vLLM #54150, "
-        "operations spec F.6/G18). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-tensors) or "
+        "catalogue weights_mismatch, image_cuda_newer_than_driver). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-tensors) or "
         "nvidia/GLM-5.3-Flash-NVFP4 (attention kept high precision), or set "
         "model_weights_allow_modelopt_attention: true to accept the risk"]
     assert w.guard(cfg, allow_modelopt_attention=True)[1] == []
@@ -348,7 +348,7 @@ def test_guard_nvidia_passes_dflash_refuses_mtp():
     _v, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="nvfp4", spec_method="mtp", where="/m")
     assert refusals == ["/m: MTP cannot be served on sm121 with this checkpoint: layer 45 (the MTP head) is not "
                         "covered by its quantization (its scale tensors differ from layer 44); use a DFlash2 lane "
-                        "(operations spec F.6, G19)"]
+                        "(catalogue weights_mismatch, gpu_low_power)"]
 
 
 def test_guard_nvidia_ignore_list_stopping_one_layer_short_is_refused():
@@ -363,14 +363,14 @@ def test_guard_mtp_without_index_warns_only():
     _v, refusals, warnings = w.guard(glm_config("nvidia"), spec_method="mtp", where="/m")
     assert refusals == []
     assert warnings == ["/m: model.safetensors.index.json unreadable; MTP coverage not checked "
-                        "(operations spec F.6 skips it too)"]
+                        "(catalogue weights_mismatch skips it too)"]
 
 
 def test_guard_nvfp4_lane_refuses_fp8_checkpoint():
     verdict, refusals, _w = w.guard(glm_config("fp8-block"), lane_quantization="nvfp4", where="/m")
     assert verdict["family"] == "fp8"
     assert refusals == ["/m: the lane expects a nvfp4 checkpoint but this one is fp8 (e4m3, from config.json). "
-                        "Point the lane at a nvfp4 checkpoint (operations spec B.5: RedHatAI/GLM-5.3-Flash-NVFP4 "
+                        "Point the lane at a nvfp4 checkpoint (catalogue engine_dead: RedHatAI/GLM-5.3-Flash-NVFP4 "
                         "compressed-tensors, or nvidia/GLM-5.3-Flash-NVFP4 ModelOpt) or change "
                         "checkpoint.quantization"]
     mo = glm_config("nvidia")
@@ -403,10 +403,10 @@ def test_guard_blackfrost_w4a4_without_input_scale_refused():
     wm = {k: v for k, v in _index().items() if not k.endswith("input_scale")}
     refusals = w.guard(cfg, weight_map=wm, where="/m")[1]
     assert refusals == ["/m: quant_algo NVFP4 (W4A4) but the index has no input_scale tensor; the output garbles "
-                        "(operations spec B.5 Blackfrost, G21). Set quantization_config.quant_algo to W4A16_NVFP4"]
+                        "(catalogue engine_dead Blackfrost, catalogue ibv_modify_qp). Set quantization_config.quant_algo to W4A16_NVFP4"]
 
 
-# --------------------------------------------------------------------------- NFS (C.5, F23)
+# --------------------------------------------------------------------------- NFS (C.5, catalogue file_not_found)
 
 def test_f23_export_parsed_and_crossmnt_rule():
     (entry,) = w.parse_exports(read_fixture("weights", "f23-node-a-etc-exports.txt"))

@@ -41,8 +41,8 @@ def test_reads_a_container_and_an_image_and_reports_absent_ones_as_null():
 
 
 def test_a_daemon_it_cannot_reach_fails_with_the_fix():
-    result, failed, calls = _run({"x": (1, "", "permission denied while trying to connect to the Docker daemon socket")},
-                             {"containers": ["x"]})
+    denied = "permission denied while trying to connect to the Docker daemon socket"
+    result, failed, calls = _run({"x": (1, "", denied)}, {"containers": ["x"]})
     assert failed and calls == [["docker", "inspect", "--type", "container", "x"]]
     assert result["msg"] == ("docker inspect container x failed (rc 1): permission denied while trying to connect to "
                              "the Docker daemon socket. Fix: check that the deploy user can run docker on this node")

@@ -1,4 +1,5 @@
-"""Module node_facts on captured inputs: meminfo, nvidia-smi (a stub printing the GB10 captures), F19 sysctls, F26 hosts."""
+"""Module node_facts on captured inputs: meminfo, nvidia-smi (a stub printing the GB10 captures),
+sysctls (catalogue min_free_kbytes_raised), hosts (catalogue gloo_fullmesh)."""
 import os
 import socket
 import stat
@@ -70,7 +71,7 @@ def test_gb10_node_facts(node_env, tmp_path):
     assert disk['device'] == os.stat(str(tmp_path)).st_dev
     st = os.statvfs(str(tmp_path))
     assert disk['free_gib'] == pytest.approx(st.f_bavail * st.f_frsize / 1024 ** 3, abs=0.01)
-    # the F17 node cannot run 0.87, whatever the rounding of the display figures
+    # the catalogue free_memory_refused node cannot run 0.87, whatever the rounding of the display figures
     assert N.utilization_verdict({'node-b': node}, 0.87, 0)['feasible'] == {'node-b': 0.85}
 
 
@@ -108,7 +109,7 @@ def test_meminfo_without_memavailable_fails(node_env, tmp_path):
     node_env['meminfo_path'] = write(tmp_path / 'bad', read_fixture('node', 'proc-meminfo-cmatotal-0kb-excerpt.txt'))
     result, failed = run_module(M.main, node_env)
     assert failed is True
-    assert result['msg'] == '%s has no MemTotal line; cannot judge memory (F17, F19)' % node_env['meminfo_path']
+    assert result['msg'] == '%s has no MemTotal line; cannot judge memory (catalogue free_memory_refused, min_free_kbytes_raised)' % node_env['meminfo_path']
 
 
 def test_stub_is_executable(tmp_path):

@@ -1,4 +1,4 @@
-"""tp_config_pad on the real GLM-5.3-Flash config capture (operations spec D.2)."""
+"""tp_config_pad on the real GLM-5.3-Flash config capture (catalogue drafter_heads)."""
 import json
 import os
 import shutil
@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.dgxspark.vllm.plugins.modules import tp_config_pad
 from ansible_collections.dgxspark.vllm.tests.unit.plugins.modules.utils import run_module
 
-# The TP3 lane's targets (spec D.2 table, tp-padding-reference.yaml per_tp.3.targets).
+# The TP3 lane's targets (catalogue drafter_heads table, tp-padding-reference.yaml per_tp.3.targets).
 TP3_TARGETS = {
     "text_config.num_attention_heads": 66,
     "text_config.num_key_value_heads": 66,
@@ -46,7 +46,7 @@ def test_tp3_pads_exact_values_and_keeps_everything_else(cfg):
             tc["moe_intermediate_size"]) == (66, 66, 66, 2112)
     assert tc["vocab_size"] == 154880
     # linear_num_heads is not in the capture; the runtime reads it, so it is created with the padded head
-    # count (spec D.2 writes it unconditionally), appended at the end of text_config.
+    # count (catalogue drafter_heads writes it unconditionally), appended at the end of text_config.
     assert "linear_num_heads" not in before["text_config"]
     assert tc["linear_num_heads"] == 66
     assert list(tc)[-1] == "linear_num_heads"
@@ -70,7 +70,7 @@ def test_tp3_pads_exact_values_and_keeps_everything_else(cfg):
         "text_config.num_attention_heads": [64, 66], "text_config.num_key_value_heads": [64, 66],
         "text_config.linear_attn_config.num_heads": [64, 66], "text_config.moe_intermediate_size": [2048, 2112],
         "text_config.linear_num_heads": [None, 66]}
-    # Runtime companion: the four text_config keys at top level and in text_config (spec D.2, Y3 serve.sh).
+    # Runtime companion: the four text_config keys at top level and in text_config (catalogue drafter_heads, Y3 serve.sh).
     four = {"num_attention_heads": 66, "num_key_value_heads": 66, "linear_num_heads": 66,
             "moe_intermediate_size": 2112}
     assert result["hf_overrides"] == dict(four, text_config=four)
@@ -125,7 +125,7 @@ def test_half_padded_refused_naming_both_values(cfg):
 
 
 def test_other_value_refused(cfg):
-    # The upstream pad script writes 2049 (spec D.2 "this is the mismatch").
+    # The upstream pad script writes 2049 (catalogue drafter_heads "this is the mismatch").
     data = json.loads(cfg.read_bytes())
     tc = data["text_config"]
     tc["num_attention_heads"] = tc["num_key_value_heads"] = tc["linear_attn_config"]["num_heads"] = 66
@@ -177,7 +177,7 @@ def test_without_linear_attn_config(cfg):
 
 
 def test_exact_resulting_json_tp3(cfg, fixture_path):
-    # Golden file: the released capture with the reference pad script's edits (spec D.2) made by hand,
+    # Golden file: the released capture with the reference pad script's edits (catalogue drafter_heads) made by hand,
     # text_config.linear_num_heads included although the release lacks it.
     run(cfg, 3)
     with open(fixture_path("model-configs", "glm-5.3-flash-config.tp3-padded.json")) as f:
@@ -228,7 +228,7 @@ def test_guard(cfg):
 
 
 def test_guard_without_targets_names_keys(cfg):
-    # A TP3 lane that forgot its padding targets: the launch guard stops it (spec D.1).
+    # A TP3 lane that forgot its padding targets: the launch guard stops it (catalogue drafter_heads).
     result, failed = run(cfg, 3, targets={}, guard=True)
     assert failed
     assert result["msg"].startswith(
@@ -242,7 +242,7 @@ def test_guard_without_targets_names_keys(cfg):
 
 
 def test_guard_drafter_config(tmp_path, fixture_path):
-    # F12: the DFlash2 drafter's 32/8 heads at TP3.
+    # catalogue drafter_heads: the DFlash2 drafter's 32/8 heads at TP3.
     path = tmp_path / "config.json"
     shutil.copyfile(fixture_path("model-configs", "dflash2-drafter-config.json"), str(path))
     result, failed = run(path, 3, targets={}, guard=True)

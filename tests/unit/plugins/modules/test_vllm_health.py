@@ -196,7 +196,7 @@ def test_smoke_f21_tools(api):
     assert not failed, res.get("msg")
     assert [t["ok"] for t in res["smoke"]["tools"]] == [True, True]
     sent = [r["body"] for r in state.seen if r["body"] and r["body"].get("tools")]
-    # the zero-argument request is the F21 one (same tool, same empty schema, same question)
+    # the zero-argument request is the catalogue tool_parser_zero_arg one (same tool, same empty schema, same question)
     assert sent[0]["tools"][0]["function"]["name"] == req["tools"][0]["function"]["name"]
     assert sent[0]["tools"][0]["function"]["parameters"] == req["tools"][0]["function"]["parameters"]
     assert sent[0]["messages"] == req["messages"]

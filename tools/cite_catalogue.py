@@ -1,0 +1,200 @@
+"""Rewrite old citations (operations spec sections, field cases Fnn, gotchas G#n) into catalogue ids.
+
+Every old label is listed once in the `refs` of one entry of plugins/module_utils/catalogue.py; that
+is the whole mapping. A citation run such as "(operations spec C.5, C.9; field cases F13, F23)"
+becomes "(catalogue weights_mismatch, file_not_found, no_chat_template)"; a bare "F25" becomes
+"catalogue topk_wall"; a remaining mention of the unshipped specification becomes "the failure
+catalogue (docs/catalogue.md)". The output has no ": " so YAML plain scalars stay valid.
+
+Usage: python3 tools/cite_catalogue.py [--check] [--list] [PATH ...]
+  default paths: roles plugins docs playbooks lanes README.md benchmarks tests (not tests/fixtures)
+  --check  change nothing, exit 1 when a citation is left
+  --list   print every citation found and its replacement
+Idempotent: a second run finds nothing to change.
+"""
+import importlib.util
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT = ["roles", "plugins", "docs", "playbooks", "lanes", "README.md", "benchmarks", "tests", "site.yml",
+           "Makefile", "molecule", "meta"]
+SKIP = [os.path.join("tests", "fixtures"), os.path.join("docs", "catalogue.md"),
+        os.path.join("plugins", "module_utils", "catalogue.py"), os.path.join("tools", "cite_catalogue.py"),
+        os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"), "changelogs",
+        # its rewrite changes the bytes test_writer_matches_safetensors_library compares: cite by hand
+        os.path.join("plugins", "module_utils", "tp_padding.py"),
+        os.path.join("tests", "unit", "plugins", "module_utils", "test_tp_padding.py")]
+EXTS = (".py", ".yml", ".yaml", ".md", ".j2", ".txt", ".sh", ".cfg", ".ini", ".json", ".rst")
+# field-case ids of the two field-case notes; any other Gnn is a gotcha written without '#'
+FIELD_G = {"G02", "G04", "G05", "G08", "G10", "G11", "G12", "G14", "G16", "G17", "G18", "G19", "G20", "G21"}
+FIELD_F = {"F03", "F04", "F06", "F07", "F08", "F12", "F13", "F14", "F16", "F17", "F19", "F20", "F21", "F22",
+           "F23", "F25", "F26"}
+
+SEC = r"[A-J]\.[1-9](?:\s*-\s*(?:[A-J]\.)?[1-9])?"
+LAB = r"(?:%s|G\s?#\s?\d+(?:-\d+)?|G\s\d+\b|F\d\d|G\d\d|[A-J](?![\w.#/-]))" % SEC
+PREFIX = (r"(?:the\s+)?(?:operations[ -]spec(?:ification)?(?:\.md)?|seeds spec|spec|field[ -]cases?|gotchas?|"
+          r"gotcha|cases?)")
+# a run stays on one line: a citation split over two lines is two runs
+JOIN = r"(?:[ \t]*(?:,|/|;|&|\band\b|\bor\b)[ \t]*(?:%s[ \t]+)?§?[ \t]*)" % PREFIX
+RUN = re.compile(r"\b%s[ \t]+§?[ \t]*(%s(?:%s%s)*)" % (PREFIX, LAB, JOIN, LAB))
+# after the rewrite (yamllint and ansible-test pep8 allow 160 columns)
+MAX_COLS = 160
+BARE = re.compile(r"(?<![\w#.-])(G#\d+(?:-\d+)?|F\d\d|G\d\d)(?![\w#])")
+LEFT = re.compile(r"(?:the\s+)?operations[ -]spec(?:ification)?(?:\.md)?(?:\s+sections?)?", re.I)
+ONE = re.compile(LAB)
+CID = r"[a-z0-9]+(?:_[a-z0-9]+)+"
+MERGE = re.compile(r"catalogue %s(?:, %s)*(?:[ \t]*(?:,|;|/|\band\b)[ \t]*catalogue %s(?:, %s)*)+" % (CID, CID, CID, CID))
+
+
+def load_refs():
+    spec = importlib.util.spec_from_file_location("dgxspark_catalogue", os.path.join(
+        ROOT, "plugins", "module_utils", "catalogue.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    refs = {}
+    for e in mod.CATALOGUE:
+        for r in e["refs"]:
+            refs[r] = e["id"]
+    return refs
+
+
+def expand(label):
+    """Old label -> the labels it names: ranges and G#3-4 expand, Gnn without '#' is a gotcha."""
+    label = re.sub(r"\s+", "", label)
+    m = re.match(r"^([A-J])\.([1-9])-(?:[A-J]\.)?([1-9])$", label)
+    if m:
+        return ["%s.%d" % (m.group(1), i) for i in range(int(m.group(2)), int(m.group(3)) + 1)]
+    m = re.match(r"^G#(\d+)-(\d+)$", label)
+    if m:
+        return ["G#%d" % i for i in range(int(m.group(1)), int(m.group(2)) + 1)]
+    if re.match(r"^G\d+$", label) and label not in FIELD_G:
+        return ["G#%d" % int(label[1:])]
+    if re.match(r"^F\d\d$", label) and label not in FIELD_F:
+        return []
+    return [label]
+
+
+def ids_for(labels, refs, missing):
+    out = []
+    for lab in labels:
+        for one in expand(lab):
+            if one in refs:
+                if refs[one] not in out:
+                    out.append(refs[one])
+            else:
+                missing.add(one)
+    return out
+
+
+def rewrite(text, refs, found, missing, long_lines=None):
+    """Rewrite line by line; a line the full citation would push past MAX_COLS cites its first entry only
+    (and is reported in long_lines when even that is too long: wrap it by hand)."""
+    out = []
+    for no, line in enumerate(text.split("\n"), 1):
+        new = _rewrite(line, refs, found, missing, short=False)
+        if len(new) > MAX_COLS and len(new) > len(line):
+            new = _rewrite(line, refs, [], set(), short=True)
+            if len(new) > MAX_COLS and long_lines is not None:
+                long_lines.append(no)
+        out.append(new)
+    return "\n".join(out)
+
+
+def _rewrite(text, refs, found, missing, short):
+    def run_sub(m):
+        labels = ONE.findall(m.group(1))
+        ids = ids_for(labels, refs, missing)
+        if not ids:
+            return m.group(0)
+        new = "catalogue " + ", ".join(ids[:1] if short else ids)
+        found.append((m.group(0), new))
+        return new
+
+    text = RUN.sub(run_sub, text)
+
+    def bare_sub(m):
+        lab = m.group(1)
+        if re.match(r"^F\d\d$", lab) and lab not in FIELD_F:
+            return lab
+        ids = ids_for([lab], refs, missing)
+        if not ids:
+            return lab
+        new = "catalogue " + ", ".join(ids)
+        found.append((lab, new))
+        return new
+
+    text = BARE.sub(bare_sub, text)
+
+    # neighbouring citations merge: "catalogue a, catalogue b" -> "catalogue a, b" (ids once each)
+    def merge_sub(m):
+        ids = []
+        for i in re.findall(r"[a-z0-9_]+", m.group(0).replace("catalogue", " ")):
+            if i not in ids and i != "and":
+                ids.append(i)
+        return "catalogue " + ", ".join(ids)
+
+    text = MERGE.sub(merge_sub, text)
+
+    def left_sub(m):
+        new = "the failure catalogue (docs/catalogue.md)"
+        found.append((m.group(0), new))
+        return new
+
+    return LEFT.sub(left_sub, text)
+
+
+def files(paths):
+    for p in paths:
+        full = os.path.join(ROOT, p)
+        if os.path.isfile(full):
+            yield p
+            continue
+        for root, dirs, names in os.walk(full):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+            for n in sorted(names):
+                rel = os.path.relpath(os.path.join(root, n), ROOT)
+                # a symlink (roles/vllm_bench/files/*.py) is its target, rewritten (or skipped) there
+                if os.path.islink(os.path.join(root, n)):
+                    continue
+                if n.endswith(EXTS) and not any(rel == s or rel.startswith(s + os.sep) for s in SKIP):
+                    yield rel
+
+
+def main(argv):
+    check = "--check" in argv
+    listing = "--list" in argv
+    paths = [a for a in argv if not a.startswith("--")] or DEFAULT
+    refs = load_refs()
+    missing = set()
+    total_lines = 0
+    changed = []
+    for rel in files(paths):
+        full = os.path.join(ROOT, rel)
+        try:
+            with open(full, encoding="utf-8") as f:
+                old = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        found, long_lines = [], []
+        new = rewrite(old, refs, found, missing, long_lines)
+        for no in long_lines:
+            print("%s:%d: longer than %d columns after the rewrite; wrap it by hand" % (rel, no, MAX_COLS))
+        if new != old:
+            total_lines += sum(1 for a, b in zip(old.splitlines(), new.splitlines()) if a != b)
+            changed.append(rel)
+            if listing:
+                for a, b in found:
+                    print("%s: %r -> %r" % (rel, a, b))
+            if not check:
+                with open(full, "w", encoding="utf-8") as f:
+                    f.write(new)
+    print("%d lines in %d files %s" % (total_lines, len(changed), "to rewrite" if check else "rewritten"))
+    if missing:
+        print("labels with no catalogue entry (left as they were): %s" % ", ".join(sorted(missing)))
+    return 1 if (check and changed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
