@@ -158,8 +158,8 @@ def test_doctor_mtu_on_worker_and_fix_file_on_head(nodes, tmp_path):
     finally:
         node_sh(fleet.worker, "ip link set %s mtu 9000" % FABRIC_IF)
         node_sh(fleet.head, "cat /tmp/doctor-fix.bak > %s && rm -f /tmp/doctor-fix.bak" % path)
-    report("mtu_worker_fix_file_head", run, res, {fleet.worker: "fabric_mtu_mismatch",
-                                                 fleet.head: "fix_file_drift"})
+    expected = {fleet.worker: "fabric_mtu_mismatch", fleet.head: "fix_file_drift"}
+    report("mtu_worker_fix_file_head", run, res, expected)
     assert top(res, fleet.worker) == "fabric_mtu_mismatch", res["lines"]
     assert "%s mtu 1500, the lane wants 9000" % FABRIC_IF in res["verdicts"][fleet.worker]["matches"][0]["evidence"]
     assert top(res, fleet.head) == "fix_file_drift", res["lines"]
