@@ -79,8 +79,8 @@ def test_pin_above_vllms_suggestion_warns():
     assert suggested_kv_bytes(log) == 6442450944
     assert kv_pin_warning(8053063680, log) == (
         "KV pin 8053063680 bytes (7.50 GiB) exceeds the 6442450944 bytes (6.00 GiB) vLLM suggests in its startup "
-        "log; a pin above it drops the activation reserve and the first long prompt can kill the engine (field case "
-        "catalogue kv_pin_no_activation_reserve, kv_cache_too_small). Lower serve.kv_policy.bytes to at most 6442450944.")
+        "log; a pin above it drops the activation reserve and the first long prompt can kill the engine (catalogue "
+        "kv_pin_no_activation_reserve, catalogue kv_cache_too_small). Lower serve.kv_policy.bytes to at most 6442450944.")
     assert kv_pin_warning(6442450944, log) is None
 
 
