@@ -233,8 +233,8 @@ SCHEMA_CASES = [
     # speculative config per method
     ("mtp-k-100", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}},
      "serve.speculative_config.num_speculative_tokens: 100 is above the maximum 7; mtp runs the checkpoint's single "
-     "MTP layer k times; the lanes ship k=4 and runs used 2..4, acceptance falls with every position (operations "
-     "catalogue engine_dead). Set num_speculative_tokens in 1..7"),
+     "MTP layer k times; the lanes ship k=4 and runs used 2..4, acceptance falls with every position "
+     "(catalogue engine_dead). Set num_speculative_tokens in 1..7"),
     ("mtp-k-8", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 8}}},
      "serve.speculative_config.num_speculative_tokens: 8 is above the maximum 7; mtp runs"),
     ("mtp-with-drafter-model", "speculative", MTP2, {"serve": {"speculative_config": {"model": "/models/x"}}},
