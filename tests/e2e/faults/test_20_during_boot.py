@@ -162,7 +162,7 @@ def test_worker_killed_during_boot(fleet, tmp_path):
     assert first["event_data"]["task"] in ("Vllm_health | readiness cycle",
                                            "Vllm_health | every rank still runs; read its full log"), first["event_data"]
     assert "rank 1: container %s is exited (exit code 137" % fleet.container in msg, msg
-    assert "Reason class: other (sigkill_137)" in msg, msg
+    assert "Reason class: process (rank_killed)" in msg and "[catalogue: rank_killed]" in msg, msg
     assert "Last " in msg and " log lines:" in msg, msg
     # the rank-exit detection, never the ready timeout
     assert "did not answer 200 within" not in run.output
