@@ -152,9 +152,12 @@ class DockerCLI(object):
         """The parsed container (parse_container), or None when there is none of that name."""
         return parse_container(self.inspect_container_raw(name))
 
+    def inspect_image_raw(self, ref):
+        return self._inspect(["image", "inspect", ref], "image", ref)
+
     def inspect_image(self, ref):
         """The parsed image (parse_image), or None when this node does not hold it."""
-        return parse_image(self._inspect(["image", "inspect", ref], "image", ref))
+        return parse_image(self.inspect_image_raw(ref))
 
     def info(self):
         """`docker info` as JSON (a dict); raises DockerError when dockerd does not answer."""

@@ -106,7 +106,9 @@ options:
     type: str
     default: ""
   docker_bin:
-    description: The docker client.
+    description: The docker client; every docker call goes through the collection's one docker client
+      (module_utils/docker_cli.py, argv lists), which parses C(docker inspect) and tells an absent object from
+      a failed call (filed in the evidence; the rank then reads unknown, not absent).
     type: str
     default: docker
 """
@@ -147,6 +149,7 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD", re.I)
 REDACTED = "<redacted>"
@@ -158,6 +161,8 @@ class Collector(object):
         self.p = module.params
         self.secrets = sorted([s for s in self.p["redact"] if s and len(s) >= 4], key=len, reverse=True)
         self.files = {}
+        self.last = ([], 0, "", "")
+        self.cli = DockerCLI(self._docker_run, docker=self.p["docker_bin"])
 
     def clean(self, text):
         text = text or ""
@@ -165,19 +170,47 @@ class Collector(object):
             text = text.replace(s, REDACTED)
         return text
 
-    def run(self, argv, name=None):
+    def _exec(self, argv):
         exe = argv[0] if os.path.isabs(argv[0]) else self.m.get_bin_path(argv[0])
         if not exe:  # a missing tool is evidence too (run_command would fail the module)
-            rc, out, err = 127, "", "%s: command not found" % argv[0]
-        else:
-            rc, out, err = self.m.run_command([exe] + list(argv[1:]), check_rc=False)
-        text = self.clean((out or "") + (("\n[stderr] " + err) if err and err.strip() else ""))
+            return 127, "", "%s: command not found" % argv[0]
+        rc, out, err = self.m.run_command([exe] + list(argv[1:]), check_rc=False)
+        return rc, out or "", err or ""
+
+    def _record(self, name, argv, rc, out, err):
+        text = self.clean(out + (("\n[stderr] " + err) if err.strip() else ""))
+        self.files[name] = "$ %s\n[rc %s]\n%s" % (" ".join(argv), rc, text)
+
+    def run(self, argv, name=None):
+        rc, out, err = self._exec(argv)
         if name:
-            self.files[name] = "$ %s\n[rc %s]\n%s" % (" ".join(argv), rc, text)
-        return rc, self.clean(out or ""), self.clean(err or "")
+            self._record(name, argv, rc, out, err)
+        return rc, self.clean(out), self.clean(err)
+
+    def _docker_run(self, argv, **_kw):
+        """The runner of docker_cli.DockerCLI: keeps the last call, so its output can be filed."""
+        self.last = (argv,) + self._exec(argv)
+        return self.last[1:]
 
     def docker(self, *args, **kw):
-        return self.run([self.p["docker_bin"]] + list(args), kw.get("name"))
+        """`docker <args>` through docker_cli (rc, out, err; never raises), filed under name when given."""
+        _rc, _out, _err = self.cli.call(*args, check=False)
+        argv, rc, out, err = self.last
+        if kw.get("name"):
+            self._record(kw["name"], argv, rc, out, err)
+        return rc, self.clean(out), self.clean(err)
+
+    def inspect(self, what, ref, name):
+        """(raw `docker inspect` object or None when absent, error or None), filed under name; docker_cli
+        parses the JSON and tells an absent object from a failed call."""
+        try:
+            obj = self.cli.inspect_container_raw(ref) if what == "container" else self.cli.inspect_image_raw(ref)
+            error = None
+        except DockerError as e:
+            obj, error = None, self.clean(str(e))
+        argv, rc, out, err = self.last
+        self._record(name, argv, rc, out, err + ("\n" + error if error else ""))
+        return obj, error
 
     def read(self, path, limit=1 << 20):
         try:
@@ -262,14 +295,9 @@ def collect(module):
     raw = {"swap_required": p["swap_required"], "fabric_mtu": p["fabric_mtu"] or None, "ports": p["ports"]}
 
     # the rank container: state, what it received, the rendered spec from its label
-    rc, out, _err = c.docker("inspect", "--type", "container", name, name="docker-inspect.json")
-    info = None
-    if rc == 0:
-        try:
-            info = json.loads(out)[0]
-        except (ValueError, IndexError):
-            info = None
-    container = {"exists": info is not None}
+    info, error = c.inspect("container", name, "docker-inspect.json")
+    # docker not answering is no absent rank: exists None (the verdict reads unknown, with the error)
+    container = {"exists": None, "error": error} if error else {"exists": info is not None}
     since = None
     cid = ""
     if info:
@@ -405,11 +433,7 @@ def collect(module):
 
     # image: what the rank runs, and what the lane's tag names on this node now (the next start uses that)
     def image_inspect(ref, file_name):
-        rc, out, _err = c.docker("image", "inspect", ref, name=file_name)
-        try:
-            img = json.loads(out)[0] if rc == 0 else {}
-        except (ValueError, IndexError):
-            img = {}
+        img = c.inspect("image", ref, file_name)[0] or {}
         return {"id": img.get("Id"), "repo_tags": img.get("RepoTags"), "repo_digests": img.get("RepoDigests"),
                 "layers": (img.get("RootFS") or {}).get("Layers")}
 

@@ -112,3 +112,55 @@ def test_simulated_fleet_captures_name_the_right_cause_first(name):
         v = verdicts[host]
         got = v["matches"][0]["id"] if v["matches"] else v["status"]
         assert got == want["top"], (host, [m["id"] for m in v["matches"]], v["status"])
+
+
+class _Node(object):
+    """A node for doctor_collect.collect: the docker CLI answers from captures, every other tool is absent."""
+
+    def __init__(self, tmp_path, answers):
+        self.answers, self.calls = answers, []
+        self.params = {"container_name": "vllm_rank", "log_dir": str(tmp_path / "logs"), "saved_logs": 3,
+                       "log_lines": 50, "ports": [8000], "fabric_mtu": 9000, "fix_files": [], "weights_dir": None,
+                       "swap_required": False, "docker_user": "", "disk": [], "watchdog_dirs": [],
+                       "kernel_margin_s": 300, "redact": [], "image": "vllm-cpu:sim", "docker_bin": "docker"}
+
+    def get_bin_path(self, name):
+        return "/usr/bin/docker" if name == "docker" else None
+
+    def run_command(self, argv, check_rc=False):
+        self.calls.append(argv)
+        for prefix, answer in self.answers:
+            if argv[1:1 + len(prefix)] == prefix:
+                return answer
+        return 1, "", "unexpected call"
+
+
+def test_collect_reads_docker_through_docker_cli(tmp_path):
+    """The collector's docker calls go through module_utils/docker_cli (argv lists): an absent rank container
+    is 'exists: false' (docker's 'No such object'), the lane's image is parsed from a captured inspect."""
+    image_json = read_fixture("docker", "sim-vllm-cpu-image-inspect.json")
+    layers = json.loads(image_json)[0]["RootFS"]["Layers"]
+    node = _Node(tmp_path, [
+        (["inspect", "--type", "container", "vllm_rank"], (1, "[]", "Error: No such object: vllm_rank")),
+        (["image", "inspect", "vllm-cpu:sim"], (0, image_json, "")),
+    ])
+    out = DC.collect(node)
+    assert out["raw"]["container"] == {"exists": False}
+    assert out["raw"]["image"]["layers"] == layers and out["raw"]["image"]["reference"] == "vllm-cpu:sim"
+    assert out["files"]["docker-inspect.json"].startswith("$ docker inspect --type container vllm_rank\n[rc 1]")
+    assert out["files"]["image-inspect-reference.json"].startswith("$ docker image inspect vllm-cpu:sim\n[rc 0]")
+    assert ["/usr/bin/docker", "image", "inspect", "vllm-cpu:sim"] in node.calls
+    # a tool the node lacks is evidence, not a failure
+    assert "command not found" in out["files"]["nvidia-smi.txt"]
+
+
+def test_collect_files_a_docker_failure_and_goes_on(tmp_path):
+    """dockerd not answering: the error docker_cli names is filed, the container counts as unreadable."""
+    node = _Node(tmp_path, [(["inspect"], (1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock"))])
+    out = DC.collect(node)
+    error = out["raw"]["container"]["error"]
+    assert out["raw"]["container"]["exists"] is None
+    assert error.startswith("docker inspect container vllm_rank failed (rc 1): Cannot connect to the Docker daemon")
+    assert error in out["files"]["docker-inspect.json"]
+    # not called absent (that reads "not started yet"): the stopped-rank verdict with no match, unknown
+    assert DR.D.host_verdict("n", out["evidence"])["status"] == "unknown"
