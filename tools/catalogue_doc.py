@@ -37,6 +37,15 @@ def _matcher_lines(m):
     return out
 
 
+def doc_refs():
+    """The labels of rules that are no failure and the shipped document each now points at (DOC_REFS of
+    tools/cite_catalogue.py, the one mapping)."""
+    spec = importlib.util.spec_from_file_location("dgxspark_cite", os.path.join(ROOT, "tools", "cite_catalogue.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.DOC_REFS
+
+
 def render(catalogue):
     out = [
         "# Failure catalogue",
@@ -78,6 +87,18 @@ def render(catalogue):
             out.append("")
             out.append("Formerly: %s" % ", ".join(e["refs"]))
         out.append("")
+    by_doc = {}
+    for label, doc in sorted(doc_refs().items()):
+        by_doc.setdefault(doc, []).append(label)
+    out.append("## Former labels that name a rule, not a failure")
+    out.append("")
+    out.append("Such a label now points at the shipped document that states the rule:")
+    out.append("")
+    out.append("| document | formerly |")
+    out.append("|---|---|")
+    for doc in sorted(by_doc):
+        out.append("| %s | %s |" % (doc, ", ".join(by_doc[doc])))
+    out.append("")
     return "\n".join(out)
 
 

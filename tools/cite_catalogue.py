@@ -1,8 +1,10 @@
 """Rewrite old citations (operations spec sections, field cases Fnn, gotchas G#n) into catalogue ids.
 
-Every old label is listed once in the `refs` of one entry of plugins/module_utils/catalogue.py; that
-is the whole mapping. A citation run such as "(operations spec C.5, C.9; field cases F13, F23)"
-becomes "(catalogue weights_mismatch, file_not_found, no_chat_template)"; a bare "F25" becomes
+Every old label of a failure is listed once in the `refs` of one entry of plugins/module_utils/catalogue.py;
+a label of a rule that is no failure (a launch line, a sizing formula, the published figures) is in DOC_REFS
+with the shipped document that states it. That is the whole mapping. A citation run such as
+"(operations spec C.9, B.5; field cases F13, F23)" becomes
+"(catalogue weights_mismatch, no_chat_template, file_not_found; docs/lanes.md)"; a bare "F25" becomes
 "catalogue topk_wall"; a remaining mention of the unshipped specification becomes "the failure
 catalogue (docs/catalogue.md)". The output has no ": " so YAML plain scalars stay valid.
 
@@ -48,6 +50,25 @@ CID = r"[a-z0-9]+(?:_[a-z0-9]+)+"
 MERGE = re.compile(r"catalogue %s(?:, %s)*(?:[ \t]*(?:,|;|/|\band\b)[ \t]*catalogue %s(?:, %s)*)+" % (CID, CID, CID, CID))
 
 
+# Labels of rules that are no failure: they point at the shipped document that states the rule (the
+# catalogue holds failures; a launch-line or sizing rule cited as one would send the reader astray).
+DOC_REFS = {
+    "A.6": "docs/health.md", "A.7": "docs/watchdog.md",
+    "B.1": "docs/lanes.md", "B.2": "docs/lanes.md", "B.3": "docs/lanes.md", "B.4": "docs/lanes.md",
+    "B.5": "docs/lanes.md",
+    "C": "docs/node-prep.md", "C.1": "docs/node-prep.md", "C.5": "docs/weights.md", "C.6": "docs/rdma.md",
+    "D.3": "docs/tp-padding.md", "D.4": "docs/tp-padding.md", "D.5": "docs/tp-padding.md",
+    "E": "docs/memory-plan.md", "E.1": "docs/memory-plan.md", "E.2": "docs/memory-plan.md",
+    "E.3": "docs/memory-plan.md",
+    "F.1": "docs/health.md", "F.2": "docs/health.md", "F.4": "docs/health.md", "F.5": "docs/health.md",
+    "F.6": "docs/weights.md", "G#18": "docs/weights.md", "G#19": "docs/weights.md", "G#21": "docs/weights.md",
+    "G#26": "docs/health.md",
+    "G": "docs/catalogue.md",
+    "H": "roles/vllm_bench/README.md", "H.1": "roles/vllm_bench/README.md", "H.2": "roles/vllm_bench/README.md",
+    "H.3": "roles/vllm_bench/README.md",
+}
+
+
 def load_refs():
     spec = importlib.util.spec_from_file_location("dgxspark_catalogue", os.path.join(
         ROOT, "plugins", "module_utils", "catalogue.py"))
@@ -57,7 +78,20 @@ def load_refs():
     for e in mod.CATALOGUE:
         for r in e["refs"]:
             refs[r] = e["id"]
+    for r, doc in DOC_REFS.items():
+        assert r not in refs, "%s is both in catalogue %s and in DOC_REFS" % (r, refs[r])
+        refs[r] = doc
     return refs
+
+
+def cite(ids, rel=None):
+    """'catalogue a, b' for entries, then '; docs/x.md' for documents: 'catalogue a, b; docs/lanes.md'.
+    A document does not cite itself: in it, the label stood for a public source, so it becomes docs/sources.md
+    (dropped beside other citations)."""
+    entries = [i for i in ids if "/" not in i]
+    docs = [i for i in ids if "/" in i and i != rel]
+    out = "; ".join((["catalogue " + ", ".join(entries)] if entries else []) + docs)
+    return out or "docs/sources.md"
 
 
 def expand(label):
@@ -88,27 +122,27 @@ def ids_for(labels, refs, missing):
     return out
 
 
-def rewrite(text, refs, found, missing, long_lines=None):
+def rewrite(text, refs, found, missing, long_lines=None, rel=None):
     """Rewrite line by line; a line the full citation would push past MAX_COLS cites its first entry only
     (and is reported in long_lines when even that is too long: wrap it by hand)."""
     out = []
     for no, line in enumerate(text.split("\n"), 1):
-        new = _rewrite(line, refs, found, missing, short=False)
+        new = _rewrite(line, refs, found, missing, short=False, rel=rel)
         if len(new) > MAX_COLS and len(new) > len(line):
-            new = _rewrite(line, refs, [], set(), short=True)
+            new = _rewrite(line, refs, [], set(), short=True, rel=rel)
             if len(new) > MAX_COLS and long_lines is not None:
                 long_lines.append(no)
         out.append(new)
     return "\n".join(out)
 
 
-def _rewrite(text, refs, found, missing, short):
+def _rewrite(text, refs, found, missing, short, rel=None):
     def run_sub(m):
         labels = ONE.findall(m.group(1))
         ids = ids_for(labels, refs, missing)
         if not ids:
             return m.group(0)
-        new = "catalogue " + ", ".join(ids[:1] if short else ids)
+        new = cite(ids[:1] if short else ids, rel)
         found.append((m.group(0), new))
         return new
 
@@ -121,7 +155,7 @@ def _rewrite(text, refs, found, missing, short):
         ids = ids_for([lab], refs, missing)
         if not ids:
             return lab
-        new = "catalogue " + ", ".join(ids)
+        new = cite(ids, rel)
         found.append((lab, new))
         return new
 
@@ -178,7 +212,7 @@ def main(argv):
         except (UnicodeDecodeError, OSError):
             continue
         found, long_lines = [], []
-        new = rewrite(old, refs, found, missing, long_lines)
+        new = rewrite(old, refs, found, missing, long_lines, rel)
         for no in long_lines:
             print("%s:%d: longer than %d columns after the rewrite; wrap it by hand" % (rel, no, MAX_COLS))
         if new != old:

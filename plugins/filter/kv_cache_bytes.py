@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""KV-cache pin per rank from catalogue kv_cache_too_small formula (logic in module_utils/memory_plan.py)."""
+"""KV-cache pin per rank from docs/memory-plan.md formula (logic in module_utils/memory_plan.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -16,8 +16,8 @@ description:
   - "Returns C(max_model_len) (tokens per request) x C(concurrency) (requests held at full context)
      x C(bytes_per_token_per_rank) (bytes of KV per token on one rank), rounded down to whole bytes.
      This is the value passed as C(--kv-cache-memory) (bytes, not GiB)."
-  - "Source: catalogue kv_cache_too_small (Y3 recipe: 524288 x 2.5 x 8793 = 11525160960). Measure bytes per token
-     at the target max_model_len: the reported pool inflates with --max-model-len (catalogue kv_cache_too_small trap)."
+  - "Source: docs/memory-plan.md (Y3 recipe: 524288 x 2.5 x 8793 = 11525160960). Measure bytes per token
+     at the target max_model_len: the reported pool inflates with --max-model-len (docs/memory-plan.md trap)."
   - Fails when an input is missing, not a number or not positive.
 options:
   _input:
@@ -29,7 +29,7 @@ options:
     type: float
     required: true
   bytes_per_token_per_rank:
-    description: KV bytes per token on one rank (e.g. 8793 for MTP-4 at TP3, catalogue kv_cache_too_small).
+    description: KV bytes per token on one rank (e.g. 8793 for MTP-4 at TP3, docs/memory-plan.md).
     type: float
     required: true
 """

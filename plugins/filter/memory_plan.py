@@ -18,17 +18,17 @@ description:
      plus drafter bytes / TP, or the measured C(weights_gib_per_rank)."
   - "KV per rank: the pin (serve.kv_policy.bytes), or under the profiler gpu_memory_utilization x MemTotal minus
      weights, drafter, non-torch memory, activation peak (scaled by max_num_batched_tokens / 8192) and CUDA graphs
-     (when enforce_eager is false) (catalogue kv_cache_too_small, kv_pin_no_activation_reserve). On platform cpu the KV is
+     (when enforce_eager is false) (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md). On platform cpu the KV is
      C(container.env.VLLM_CPU_KVCACHE_SPACE) GiB, as the CPU engine allocates it."
   - "Pool: max concurrency = KV bytes / (max_model_len x b_tok + s_req); pool tokens = int(concurrency x
-     max_model_len) (catalogue kv_cache_too_small). b_tok and s_req are fitted on the seeds' published pin/pool pairs
+     max_model_len) (docs/memory-plan.md). b_tok and s_req are fitted on the seeds' published pin/pool pairs
      (module_utils/memory_plan.py CALIBRATION names them); on cpu lanes b_tok = 2 x layers x KV heads per rank x
      head_dim x 2 bytes from the checkpoint's config.json (C(model_config)), s_req = 0."
   - "Checks, each naming rank, host and the numbers: MemAvailable >= gpu_memory_utilization x MemTotal (vLLM's startup
      check, catalogue free_memory_refused); KV > 0; KV holds one request at max_model_len;
      resident memory <= MemAvailable - OS reserve. Warnings: a pin above what the profiler would leave
      (catalogue kv_pin_no_activation_reserve); a margin under C(thin_margin_gib) (catalogue kv_pool_below_peers)."
-  - The pool of the group is the minimum across ranks (catalogue kv_cache_too_small).
+  - The pool of the group is the minimum across ranks (docs/memory-plan.md).
   - Tolerance against the seeds' published pools and the error table are in docs/memory-plan.md.
 options:
   _input:

@@ -12,7 +12,7 @@ short_description: Speculative-decoding acceptance from two /metrics scrapes
 version_added: 0.1.0
 author: dgxspark.vllm maintainers (@dgxspark)
 description:
-  - Computes acceptance figures from the speculative-decoding counters of vLLM (catalogue reasoning_empty_content) -
+  - Computes acceptance figures from the speculative-decoding counters of vLLM (docs/health.md) -
     C(acceptance_rate) = accepted / draft tokens, C(accepted_per_draft) = accepted / drafts,
     C(mean_acceptance_length) = 1 + accepted per draft (tokens per step), C(per_position_rate)
     = accepted at position p / drafts, C(draft_tokens_per_draft) = draft tokens / drafts.

@@ -4,7 +4,7 @@
 """One rank container through the docker CLI (module_utils/docker_cli.py, no Python docker SDK on the node).
 
 The command runner is injected (`run(argv) -> (rc, stdout, stderr)`), so the state machine is
-unit-tested against recorded `docker inspect` output. Rules (catalogue rendezvous_timeout, worker_orphaned, rank_killed):
+unit-tested against recorded `docker inspect` output. Rules (catalogue rendezvous_timeout, worker_orphaned; docs/health.md):
   - `docker logs` is saved to a file BEFORE any removal (NVRM failures surface minutes later);
   - a container is recreated only when its spec-hash label differs, or it is not running;
   - a container found exited when a rank is started or removed counts as an unexplained death; the
@@ -31,7 +31,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import ( 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL, LABEL_PREFIX, run_argv
 
 SPEC_LABEL = LABEL_PREFIX + "spec"
-# Lines worth showing when a rank died (the T4 readiness loop greps the same words, catalogue rank_killed).
+# Lines worth showing when a rank died (the T4 readiness loop greps the same words, docs/health.md).
 ERROR_RE = re.compile(r"error|Traceback|raise |Exception|NO_MEMORY|not support|Unsupported", re.IGNORECASE)
 
 

@@ -50,14 +50,14 @@ DISTRIBUTION_MODES = ["pull", "registry", "stream", "build"]
 FANOUT_MODES = ["registry", "stream"]
 
 # KV-cache dtypes vLLM accepts for --kv-cache-dtype (vllm/config/cache.py CacheDType), plus
-# nvfp4_ds_mla, the NVFP4 MLA layout of the patched GB10 images (catalogue engine_dead KV-dtype lanes).
+# nvfp4_ds_mla, the NVFP4 MLA layout of the patched GB10 images (docs/lanes.md KV-dtype lanes).
 KV_CACHE_DTYPES = ["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla"]
 NVFP4_KV_DTYPES = ("nvfp4_ds_mla",)
 # The checkpoint's max_position_embeddings (1,048,576, GLM-5.3-Flash config.json); vLLM refuses a
 # longer max_model_len unless told to override the model's own limit.
 MAX_MODEL_LEN = 1048576
 # MTP runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4
-# (catalogue engine_dead); acceptance falls with every position, so k stays within 1..7.
+# (docs/lanes.md); acceptance falls with every position, so k stays within 1..7.
 MTP_K_MAX = 7
 DFLASH_K_MAX = 7
 
@@ -149,26 +149,26 @@ BUILD_STAGE_SCHEMA = _obj({
     "build_args": _map({"type": ["string", "integer", "number"]}),
 }, required=("name", "dockerfile", "tag"))
 
-_SPEC_HINT = ("k, the tokens drafted per step, must be an int >= 1 (catalogue engine_dead): the mtp lanes use 4, "
+_SPEC_HINT = ("k, the tokens drafted per step, must be an int >= 1 (docs/lanes.md): the mtp lanes use 4, "
               "dflash takes 1..7 (the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. "
               "num_speculative_tokens: 7")
 
-# serve.speculative_config: rendered as --speculative-config '<JSON>' (catalogue engine_dead forms).
+# serve.speculative_config: rendered as --speculative-config '<JSON>' (docs/lanes.md forms).
 # Methods the lanes use: mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter).
 SPECULATIVE_SCHEMA = _obj({
-    "method": _s("catalogue engine_dead knows mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter, "
+    "method": _s("docs/lanes.md knows mtp (the checkpoint's own MTP head) and dflash (the DFlash2 drafter, "
                  "lane key 'drafter'); set one of them, or serve.speculative_config: null for no speculative "
                  "decoding", enum=["mtp", "dflash"]),
     "num_speculative_tokens": _t("integer", _SPEC_HINT, minimum=1),
-    "model": _t(["string", "null"], "the drafter's container_path for dflash, null for mtp (catalogue engine_dead)",
+    "model": _t(["string", "null"], "the drafter's container_path for dflash, null for mtp (docs/lanes.md)",
                 pattern=ABS_PATH),
 }, required=("method",), types=["object", "null"], allOf=[
-    # Per method (catalogue engine_dead): mtp drafts with the checkpoint's own head, k in 1..7.
+    # Per method (docs/lanes.md): mtp drafts with the checkpoint's own head, k in 1..7.
     {"if": {"properties": {"method": {"const": "mtp"}}, "required": ["method"]},
      "then": {"properties": {
          "num_speculative_tokens": {"maximum": MTP_K_MAX, "x-hint": (
              "mtp runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4, "
-             "acceptance falls with every position (catalogue engine_dead). Set num_speculative_tokens in 1..%d"
+             "acceptance falls with every position (docs/lanes.md). Set num_speculative_tokens in 1..%d"
              % MTP_K_MAX)},
          "model": {"type": "null", "x-hint": "mtp drafts with the checkpoint's own head; set model: null"}}}},
 ])
@@ -243,7 +243,7 @@ LANE_SCHEMA = _obj({
             "bytes": _t(["integer", "null"], minimum=1),
             "concurrency": _t(["number", "null"], minimum=0),
             "bytes_per_token_per_rank": _t(["number", "null"], minimum=0),
-            # The CLI spelling: the launchers use the prefix --kv-cache-memory (catalogue engine_dead).
+            # The CLI spelling: the launchers use the prefix --kv-cache-memory (docs/lanes.md).
             "flag": _s(enum=["--kv-cache-memory", "--kv-cache-memory-bytes"]),
             "note": _s(),
         }, required=("mode",)),
@@ -256,7 +256,7 @@ LANE_SCHEMA = _obj({
         "default_chat_template_kwargs": _ANY_MAP_OR_NULL,
         "chat_template": _path("chat_template (a path inside the container)", nullable=True),
         "extra_args": _list({"type": "string"}),
-        # Added for the seed lanes' launch lines (catalogue engine_dead, docs/lanes.md):
+        # Added for the seed lanes' launch lines (docs/lanes.md):
         "api_args_on_workers": _BOOL,
         "pipeline_parallel_size": _t(["integer", "null"], minimum=1),
         "moe_backend": _t(["string", "null"], pattern=TOKEN),
@@ -390,20 +390,20 @@ def deep_merge(base, override):
 
 
 def _semantic_errors(lane):
-    """Rules across keys (catalogue engine_dead, drafter_heads, kv_pin_no_activation_reserve)."""
+    """Rules across keys (catalogue drafter_heads, kv_pin_no_activation_reserve; docs/lanes.md)."""
     errors = []
     serve = lane.get("serve") or {}
     spec = serve.get("speculative_config") or {}
     method = spec.get("method")
     k = spec.get("num_speculative_tokens")
     if method == "dflash":
-        # The DFlash2 drafter's block_size is 8 and must equal 1 + k (catalogue engine_dead).
+        # The DFlash2 drafter's block_size is 8 and must equal 1 + k (docs/lanes.md).
         if isinstance(k, int) and not isinstance(k, bool) and k > 7:
             errors.append("serve.speculative_config.num_speculative_tokens: %d is above 7; the DFlash2 drafter's "
-                          "block_size 8 must equal 1 + k (catalogue engine_dead). Use k <= 7." % k)
+                          "block_size 8 must equal 1 + k (docs/lanes.md). Use k <= 7." % k)
         if k is None:
             errors.append("serve.speculative_config.num_speculative_tokens: required for method dflash; the "
-                          "DFlash2 drafter's block_size 8 must equal 1 + k (catalogue engine_dead). "
+                          "DFlash2 drafter's block_size 8 must equal 1 + k (docs/lanes.md). "
                           "Set num_speculative_tokens: 7.")
         if not lane.get("drafter"):
             errors.append("serve.speculative_config: method dflash needs a drafter (lane key 'drafter')")
@@ -412,12 +412,12 @@ def _semantic_errors(lane):
     repo_id = checkpoint.get("repo_id") or ""
     if method == "mtp" and guard_mode == "no_mtp":
         errors.append("serve.speculative_config: method mtp on a checkpoint whose MTP head is not quantized "
-                      "(guard_mode no_mtp, catalogue engine_dead nvidia checkpoint); use a dflash lane")
+                      "(guard_mode no_mtp, docs/lanes.md nvidia checkpoint); use a dflash lane")
     elif method == "mtp" and (guard_mode == "dflash2" or repo_id.startswith("nvidia/")):
-        # The nvidia NVFP4 checkpoint ships its MTP head (layer 45) in BF16 without scale tensors (catalogue gpu_low_power);
+        # The nvidia NVFP4 checkpoint ships its MTP head (layer 45) in BF16 without scale tensors (docs/weights.md);
         # checkpoint_guard refuses it on the node, this refuses it before any node is touched.
         errors.append("serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
-                      "(checkpoint.repo_id %r, guard_mode %s; catalogue engine_dead nvidia checkpoint, catalogue gpu_low_power); use "
+                      "(checkpoint.repo_id %r, guard_mode %s; docs/weights.md, the nvidia checkpoint); use "
                       "method dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is "
                       "quantized (lane tp2_mtp)" % (repo_id, guard_mode if guard_mode is not None else "null"))
     image = lane.get("image") or {}
@@ -444,15 +444,15 @@ def _semantic_errors(lane):
     if isinstance(pin, int) and not isinstance(pin, bool) and isinstance(mem_min, (int, float)) \
             and not isinstance(mem_min, bool) and mem_min > 0 and pin / GIB >= mem_min:
         # The pin is KV cache per rank; on a GB10 it shares the node's unified memory with the weights
-        # shard, the drafter, activations and the OS (catalogue kv_cache_too_small).
+        # shard, the drafter, activations and the OS (docs/memory-plan.md).
         errors.append("serve.kv_policy.bytes: %d (%s GiB) is not below the node memory the lane requires "
                       "(requirements.mem_total_gib_min %s GiB); a KV pin per rank must leave room for the weights, "
-                      "activations and the OS (catalogue kv_cache_too_small). Pin fewer bytes (the spark lanes pin 4-24 GiB, "
+                      "activations and the OS (docs/memory-plan.md). Pin fewer bytes (the spark lanes pin 4-24 GiB, "
                       "8 GiB = 8589934592) or correct requirements.mem_total_gib_min"
                       % (pin, _gib(pin), _gib(mem_min * GIB)))
     if policy.get("mode") == "profiler" and policy.get("bytes"):
         errors.append("serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass "
-                      "--kv-cache-memory, or drop bytes (catalogue kv_cache_too_small)")
+                      "--kv-cache-memory, or drop bytes (docs/memory-plan.md)")
     container = lane.get("container") or {}
     if lane.get("platform") == "cpu" and (container.get("gpus") or "/dev/infiniband" in " ".join(
             container.get("devices") or [])):
@@ -490,7 +490,7 @@ def _semantic_errors(lane):
             and lane.get("allow_nvfp4_kv_dflash2_tp2") is not True:
         errors.append("serve.kv_cache_dtype: %s with speculative method dflash at tensor_parallel_size 2 kills the "
                       "rank-0 worker on any prompt that needs chunked prefill (> ~3K tokens; TP2 report status table, "
-                      "catalogue engine_dead KV-dtype lanes). Use kv_cache_dtype fp8_e4m3 (every lane ships it), or "
+                      "docs/lanes.md KV-dtype lanes). Use kv_cache_dtype fp8_e4m3 (every lane ships it), or "
                       "set allow_nvfp4_kv_dflash2_tp2: true to run it anyway" % kv_dtype)
     targets = (lane.get("padding") or {}).get("config_targets") or {}
     for key in sorted(targets):

@@ -12,14 +12,14 @@ The formulas (docs/memory-plan.md gives the derivation and the error table):
   weights per rank (GiB)   = checkpoint bytes / TP  (the safetensors index metadata.total_size, or the
                              lane's checkpoint.size_gib), + drafter bytes / TP; or a measured figure
                              (the engine's "Model loading took X GiB") when one is given.
-  KV bytes per request     R(L) = L x b_tok + s_req       (catalogue kv_cache_too_small trap: the pool's
+  KV bytes per request     R(L) = L x b_tok + s_req       (docs/memory-plan.md trap: the pool's
                              apparent bytes/token falls as max_model_len grows, 8,797 at 262K vs
                              7,651 at 512K; a fixed per-request state explains it)
   max concurrency          = KV bytes per rank / R(max_model_len)
-  pool tokens              = int(max concurrency x max_model_len)   (vLLM kv_cache_utils, catalogue kv_cache_too_small)
+  pool tokens              = int(max concurrency x max_model_len)   (vLLM kv_cache_utils, docs/memory-plan.md)
   KV (pin)                 = serve.kv_policy.bytes
   KV (profiler)            = gpu_memory_utilization x MemTotal - (weights + drafter + non-torch
-                             + activation peak + CUDA graphs)                      (catalogue kv_cache_too_small, kv_pin_no_activation_reserve)
+                             + activation peak + CUDA graphs)                      (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md)
   startup check            MemAvailable >= gpu_memory_utilization x MemTotal        (catalogue free_memory_refused, min_free_kbytes_raised)
   resident per rank        = weights + drafter + non-torch + KV + activation + CUDA graphs
   margin per rank          = MemAvailable - OS reserve - resident   (profiler: - utilization x MemTotal)
@@ -51,23 +51,23 @@ CALIBRATION = {
     "mtp": {
         "b_tok": 6171.0, "s_req": 687.0e6,
         "source": "fitted on Y3 TP3 MTP-4 262K (4.38 GiB pin, 534,635 tokens = 8,793 B/token/rank) and "
-                  "T4 TP4 MTP 1M (16 GiB pin, 2,516,582 tokens); catalogue kv_cache_too_small, gpu_low_power",
+                  "T4 TP4 MTP 1M (16 GiB pin, 2,516,582 tokens); docs/memory-plan.md; roles/vllm_bench/README.md",
     },
     "none": {
         "b_tok": 4340.0, "s_req": 687.0e6,
         "source": "Y3 TP3 no speculation 262K (4.38 GiB pin, 675,219 tokens = 6,962 B/token/rank), "
-                  "with MTP's per-request state (one published pair only); catalogue kv_cache_too_small, gpu_low_power",
+                  "with MTP's per-request state (one published pair only); docs/memory-plan.md; roles/vllm_bench/README.md",
     },
     "dflash": {
         "b_tok": 5655.0, "s_req": 1007.0e6,
         "source": "fitted on T2 TP2 DFlash2 262K (6 GiB pin, 678,661 tokens) and T4 TP4 DFlash2 1M eager "
-                  "(24 GiB pin, 3,895,606 tokens); catalogue kv_cache_too_small, gpu_low_power",
+                  "(24 GiB pin, 3,895,606 tokens); docs/memory-plan.md; roles/vllm_bench/README.md",
     },
 }
 # The nvidia checkpoint's KV layout is heavier: the same 6 GiB pin at TP2 gives 536,832 tokens
-# against RedHat's 678,661 (catalogue engine_dead table, E.2 T2m) -> x 1.2642 on both terms.
+# against RedHat's 678,661 (docs/lanes.md table, E.2 T2m) -> x 1.2642 on both terms.
 NVIDIA_LAYOUT_FACTOR = 678661.0 / 536832.0
-# bf16 KV stores twice the bytes of fp8 per token (catalogue kv_cache_too_small: fp8 NoPE MLA 512 B/token/layer, bf16 1152
+# bf16 KV stores twice the bytes of fp8 per token (docs/memory-plan.md: fp8 NoPE MLA 512 B/token/layer, bf16 1152
 # with the rope part); applied to b_tok only.
 BF16_FACTOR = 2.0
 
@@ -79,12 +79,12 @@ DEFAULTS = {
     "activation_gib": 3.78,           # peak activation at max_num_batched_tokens 8192 (scaled linearly)
     "activation_ref_batched_tokens": 8192,
     "cuda_graph_gib": 0.94,           # only when the lane captures graphs (enforce_eager false)
-    "os_reserve_gib": 3.0,            # catalogue kv_cache_too_small: a 3 GB anti-OOM floor on MemAvailable killed the engine
-    "thin_margin_gib": 5.0,           # catalogue kv_pool_below_peers, kv_cache_too_small: worker ranks profile 3-5 GiB less than the head
+    "os_reserve_gib": 3.0,            # docs/memory-plan.md: a 3 GB anti-OOM floor on MemAvailable killed the engine
+    "thin_margin_gib": 5.0,           # catalogue kv_pool_below_peers / docs/memory-plan.md: worker ranks profile 3-5 GiB less than the head
     "nominal_mem_total_gib": 121.69,  # a GB10's MemTotal as vLLM saw it in catalogue free_memory_refused (lane-only plans)
 }
 
-# Boot phases of real fleets (seconds), for the plan's rough durations (catalogue gpu_low_power).
+# Boot phases of real fleets (seconds), for the plan's rough durations (roles/vllm_bench/README.md).
 BOOT_FIGURES = {
     2: {"load_s": 610, "init_s": 148, "source": "T2 first boot: Loading weights took 610.43 s, init engine 147.74 s"},
     3: {"load_s": 479, "init_s": 170, "source": "Y3: load 462-479 s plus 170 s warmup"},
@@ -108,7 +108,7 @@ def _num(value, name, minimum=None, allow_none=False):
 def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
     """KV pin per rank in bytes: max_model_len (tokens/request) x concurrency (requests) x bytes/token/rank.
 
-    Operations catalogue kv_cache_too_small (Y3 recipe): 524288 x 2.5 x 8793 = 11525160960, rounded down to whole bytes.
+    Operations docs/memory-plan.md (Y3 recipe): 524288 x 2.5 x 8793 = 11525160960, rounded down to whole bytes.
     """
     for name, value in (("max_model_len", max_model_len), ("concurrency", concurrency),
                         ("bytes_per_token_per_rank", bytes_per_token_per_rank)):
@@ -303,12 +303,12 @@ def memory_plan(lane, nodes=None, options=None):
                              gib(non_torch), gib(activation), gib(graphs), gib(kv)))
         elif kv is not None and b_tok is not None and kv < length * b_tok + s_req:
             errors.append("%s: KV %.2f GiB holds less than one request at max_model_len %d (needs %.2f GiB): vLLM "
-                          "refuses to boot ('To serve at least one request ...', catalogue drafter_heads). Fix: lower serve.max_model_len "
+                          "refuses to boot ('To serve at least one request ...', catalogue kv_cache_too_small). Fix: lower serve.max_model_len "
                           "or raise the KV" % (who, gib(kv), length, gib(length * b_tok + s_req)))
         if fit_b is not None and kv_mode == "pin" and kv is not None and kv > fit_b:
             warnings.append("%s: KV pin %.2f GiB is above what the profiler would leave at gpu_memory_utilization "
                             "%s (%.2f GiB): the activation reserve (%.2f GiB) is not kept and the first long prompt "
-                            "can kill the engine (catalogue kv_pin_no_activation_reserve, kv_cache_too_small)"
+                            "can kill the engine (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md)"
                             % (who, gib(kv), gmu, gib(fit_b), gib(activation)))
         margin = None
         if avail_b is not None:

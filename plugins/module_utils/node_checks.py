@@ -8,7 +8,7 @@ Parsers for /proc/meminfo, ``free -h``, ``nvidia-smi`` (CSV query and table), ``
 No I/O here: the module ``node_facts`` and the ``node_*`` filters feed it text and numbers.
 
 Units: GiB = 1024**3 bytes; /proc/meminfo figures are KiB (the kernel prints ``kB``).
-Sources: catalogue swap_off; samples S05, S06.
+Sources: docs/node-prep.md; samples S05, S06.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -406,7 +406,7 @@ def node_checks(host, node, lane_spec):
         checks.append(_check(
             "cma_total", cma is not None and cma > 0, cma,
             "%s: CmaTotal is %s on kernel %s; RDMA memory registration fails with ENOMEM (catalogue cma_zero). "
-            "Fix: boot a kernel with CMA enabled (catalogue cma_zero fixed it with 6.17.0-1031-nvidia and driver 580.173.02)."
+            "Fix: boot a kernel with CMA enabled (catalogue cma_zero; that fleet was fixed with 6.17.0-1031-nvidia and driver 580.173.02)."
             % (host, "%s kB" % cma if cma is not None else "missing from /proc/meminfo", kernel)))
 
     mem_min = req.get("mem_total_gib_min")
@@ -422,7 +422,7 @@ def node_checks(host, node, lane_spec):
         swap = 0.0 if swap is None else float(swap)
         checks.append(_check(
             "swap", swap > 0, swap,
-            "%s: swap total is %.2f GiB but the lane requires swap (catalogue swap_off, oom_killed: without swap the "
+            "%s: swap total is %.2f GiB but the lane requires swap (catalogue oom_killed; docs/node-prep.md: without swap the "
             "worker is killed during the MoE Marlin repack). Fix: run role node_prep (it creates "
             "node_prep_swap_file when no swap exists) or add a swap file and swapon it." % (host, swap)))
 
@@ -467,7 +467,7 @@ def _mount_pairs(mounts):
 
 
 def cache_host_dirs(lane_spec):
-    """Host directories the lane mounts as caches, as node_prep creates them (catalogue nccl_no_net_plugin, engine_dead).
+    """Host directories the lane mounts as caches, as node_prep creates them (docs/lanes.md).
 
     ``container.cache_dir`` itself; every read-write mount whose container side is ``/cache`` or
     lies under ``/cache/`` or ``/root/.cache/`` (e.g. the FlashInfer JIT cache); and every cache
@@ -582,12 +582,12 @@ def sysctl_effective_verdict(host, key, want, effective, applied):
 
 
 def swap_verdict(host, meminfo, required):
-    """Refusal when the lane requires swap and SwapTotal is 0 (catalogue swap_off); else None."""
+    """Refusal when the lane requires swap and SwapTotal is 0 (docs/node-prep.md); else None."""
     total = meminfo.get("SwapTotal")
     if not required or (total or 0) > 0:
         return None
     return ("%s: SwapTotal is %s kB, but the lane requires swap (without swap the worker is killed during the "
-            "MoE Marlin repack, catalogue swap_off). Fix: set node_prep_swap_create: true (node_prep creates "
+            "MoE Marlin repack, docs/node-prep.md). Fix: set node_prep_swap_create: true (node_prep creates "
             "a swap file), or enable the node's own swap (swapon -a), then re-run"
             % (host, "unknown" if total is None else total))
 

@@ -23,7 +23,7 @@ class RdmaError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# ibdev2netdev (catalogue nccl_wrong_gid: `<hca> port <n> ==> <netdev> (Up|Down)`; `-v` adds fields, tolerated)
+# ibdev2netdev (docs/rdma.md: `<hca> port <n> ==> <netdev> (Up|Down)`; `-v` adds fields, tolerated)
 
 _IBDEV_RE = re.compile(
     r'^(?P<hca>\S+)\s(?:.*?\s)?port\s+(?P<port>\d+)(?:\s+\([^)]*\))?\s+==>\s+'
@@ -240,7 +240,7 @@ def netdev_is_up(dev):
 
 
 # ---------------------------------------------------------------------------------------------
-# GID tables (catalogue nccl_wrong_gid)
+# GID tables (catalogue nccl_wrong_gid; docs/rdma.md)
 
 def _read_text(path):
     try:
@@ -499,7 +499,7 @@ def check_nccl_log(host, seen, env):
 
 
 # ---------------------------------------------------------------------------------------------
-# Topology and rendezvous (catalogue rendezvous_timeout, nccl_wrong_gid, gloo_no_address, cma_zero)
+# Topology and rendezvous (catalogue rendezvous_timeout, gloo_no_address, cma_zero; docs/rdma.md)
 
 # Interfaces that are never a rendezvous path: container bridges repeat the same address on
 # every host (docker0 172.17.0.1/16 in S04).
@@ -910,13 +910,13 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
 
 
 # ---------------------------------------------------------------------------------------------
-# The NCCL/Gloo environment of one host (catalogue engine_dead, nccl_wrong_gid)
+# The NCCL/Gloo environment of one host (docs/lanes.md; docs/rdma.md)
 
 DERIVED_KEYS = ('NCCL_IB_HCA', 'NCCL_IB_GID_INDEX', 'NCCL_IB_ADDR_RANGE', 'NCCL_SOCKET_IFNAME',
                 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'MN_IF_NAME', 'VLLM_HOST_IP',
                 'NCCL_IB_SUBNET_AWARE_ROUTING')
 
-# Fixed keys of the seed lanes' NCCL blocks (catalogue engine_dead): T2/T4 single subnet, Y3 TRANSPORT=ib.
+# Fixed keys of the seed lanes' NCCL blocks (docs/lanes.md): T2/T4 single subnet, Y3 TRANSPORT=ib.
 FIXED_SINGLE_SUBNET = {
     'NCCL_NET': 'IB', 'NCCL_IB_DISABLE': '0', 'NCCL_IB_ROCE_VERSION_NUM': '2',
     'NCCL_IB_ADDR_FAMILY': 'AF_INET', 'NCCL_NVLS_ENABLE': '0', 'NCCL_CROSS_NIC': '0',
@@ -929,7 +929,7 @@ FIXED_RING = dict(FIXED_SINGLE_SUBNET, NCCL_NET_PLUGIN='none')
 def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
     """The env map of one host from its own facts and the cluster plan.
 
-    ``fixed``: the fixed NCCL keys (None = the seed block of catalogue engine_dead for the plan's topology);
+    ``fixed``: the fixed NCCL keys (None = the seed block of docs/lanes.md for the plan's topology);
     ``overrides``: the lane's ``nccl`` block, merged over ``fixed`` (a null value drops the key).
     Raises RdmaError when the plan or this host cannot produce a working environment.
     """

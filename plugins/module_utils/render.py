@@ -28,7 +28,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import memory_plan a
 LABEL_PREFIX = "dgxspark.vllm."
 HASH_LABEL = LABEL_PREFIX + "spec-hash"
 
-# Environment keys whose value is computed from each host's own facts (catalogue engine_dead,
+# Environment keys whose value is computed from each host's own facts (docs/lanes.md,
 # catalogue nccl_wrong_gid, gloo_no_address): they may differ between ranks of a healthy group.
 PER_HOST_ENV = (
     "VLLM_HOST_IP",
@@ -93,7 +93,7 @@ def managed_flag(arg):
 
 
 def lane_mount_targets(lane):
-    """Container directories the lane itself mounts: checkpoint, drafter and container.mounts (catalogue nccl_no_net_plugin)."""
+    """Container directories the lane itself mounts: checkpoint, drafter and container.mounts (docs/lanes.md)."""
     targets = []
     for key in ("checkpoint", "drafter"):
         model = lane.get(key) or {}
@@ -125,7 +125,7 @@ def _drop_none(value):
 
 
 def _json(value):
-    # vLLM parses these flags as JSON; compact separators reproduce the launch lines (catalogue engine_dead).
+    # vLLM parses these flags as JSON; compact separators reproduce the launch lines (docs/lanes.md).
     # A null key is dropped: an inventory override cannot delete a key from a deep-merged lane.
     return json.dumps(_drop_none(value), separators=(",", ":"))
 
@@ -140,7 +140,7 @@ def _num(value):
 
 
 def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
-    """KV pin per rank in bytes (catalogue kv_cache_too_small); the formula lives in module_utils/memory_plan.py."""
+    """KV pin per rank in bytes (docs/memory-plan.md); the formula lives in module_utils/memory_plan.py."""
     try:
         return _memory_plan.kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank)
     except _memory_plan.MemoryPlanError as e:
@@ -162,7 +162,7 @@ def api_key_fingerprint(key):
 
 
 def kv_pin(lane):
-    """The KV pin in bytes, or None when the profiler sizes the pool (catalogue kv_cache_too_small)."""
+    """The KV pin in bytes, or None when the profiler sizes the pool (docs/memory-plan.md)."""
     serve = lane.get("serve") or {}
     policy = serve.get("kv_policy") or {"mode": "profiler"}
     if policy.get("mode", "profiler") == "profiler":
@@ -186,8 +186,8 @@ def kv_pin_warning(pin_bytes, log_text):
     if pin_bytes is None or suggested is None or int(pin_bytes) <= suggested:
         return None
     return ("KV pin %d bytes (%.2f GiB) exceeds the %d bytes (%.2f GiB) vLLM suggests in its startup log; a pin "
-            "above it drops the activation reserve and the first long prompt can kill the engine (catalogue kv_pin_no_activation_reserve, "
-            "catalogue kv_cache_too_small). Lower serve.kv_policy.bytes to at most %d."
+            "above it drops the activation reserve and the first long prompt can kill the engine (catalogue kv_pin_no_activation_reserve; "
+            "docs/memory-plan.md). Lower serve.kv_policy.bytes to at most %d."
             % (int(pin_bytes), int(pin_bytes) / 1024.0 ** 3, suggested, suggested / 1024.0 ** 3, suggested))
 
 
@@ -253,7 +253,7 @@ def _mounts(lane, host):
 
 
 def _docker_flags(lane):
-    """`docker run` flags in the launchers' order (catalogue nccl_no_net_plugin); env, mounts and labels come later."""
+    """`docker run` flags in the launchers' order (docs/lanes.md); env, mounts and labels come later."""
     c = lane["container"]
     argv = ["docker", "run"]
     if c.get("gpus"):
@@ -272,7 +272,7 @@ def _docker_flags(lane):
     for item in c.get("devices") or []:
         argv += ["--device", item]
     if c.get("memory"):
-        # --memory-swap equal to --memory: no swap for the container (catalogue nccl_no_net_plugin).
+        # --memory-swap equal to --memory: no swap for the container (docs/lanes.md).
         argv += ["--memory", c["memory"], "--memory-swap", c["memory"]]
     entrypoint = c.get("entrypoint") or []
     if entrypoint:
@@ -281,7 +281,7 @@ def _docker_flags(lane):
 
 
 def _serve_args(lane, rank, tp, master_addr):
-    """The `vllm serve` arguments (after the image), in the T2 launcher's order (catalogue engine_dead)."""
+    """The `vllm serve` arguments (after the image), in the T2 launcher's order (docs/lanes.md)."""
     s = lane["serve"]
     ckpt = lane["checkpoint"]
     api_here = rank == 0 or s.get("api_args_on_workers", False)

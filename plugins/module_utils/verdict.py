@@ -10,7 +10,7 @@ Inputs: Prometheus text of the head's /metrics (two scrapes a window apart), eac
 liveness, the head's /health answer and one `nvidia-smi --query-gpu=utilization.gpu,power.draw,clocks.sm
 --format=csv,noheader,nounits` sample per node. Units: seconds, watts, percent, tokens.
 
-Verdicts (catalogue rank_killed, uvm_livelock, gpu_low_power; docs/watchdog.md):
+Verdicts (catalogue gpu_low_power; docs/health.md; docs/watchdog.md):
   head_down    the head's container is not running or its /health does not answer 200
   rank_dead    a worker rank's container is not running (or its node does not answer)
   wedged       requests running or waiting, generation tokens frozen across the window and no GPU above

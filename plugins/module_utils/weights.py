@@ -4,11 +4,9 @@
 """Checkpoint manifest, fetch arguments, chat-template and quantization checks (pure Python).
 
 Used by the modules ``weights_manifest``, ``weights_fetch`` and ``checkpoint_guard`` on the
-target node; stdlib only. Sources: catalogue weights_mismatch (sharing, root squash), C.9 (fetch,
-templates), F.6 (checkpoint guard), B.5 (checkpoint table),
-catalogue nccl_version_skew, no_chat_template, image_cuda_newer_than_driver, gpu_low_power, ibv_modify_qp,
-file_not_found; field
-catalogue no_chat_template (no chat template) and catalogue file_not_found (export does not cross a bind mount).
+target node; stdlib only. Rules: docs/weights.md (sharing, root squash, fetch, templates, the checkpoint
+guard and its table); catalogue weights_mismatch (a shard differs from the manifest), no_chat_template (no chat
+template) and file_not_found (an export that does not cross a bind mount).
 
 Manifest (format 1), one document for the checkpoint and the optional drafter::
 
@@ -286,7 +284,7 @@ def mode_problems(root, node, artifact, files=None):
         if mode != FILE_MODE:
             out.append(_problem(node, artifact, rel, "mode", "0644", "%04o" % mode,
                                 "chmod 0644 the file; a root-squashed reader (NFS) gets FileNotFoundError "
-                                "~9.5 min into the load otherwise (catalogue weights_mismatch)"))
+                                "~9.5 min into the load otherwise (docs/weights.md)"))
     return out
 
 
@@ -382,7 +380,7 @@ def vision_on(serve):
     """Why the lane's serve block accepts images (a sentence naming the lane item), or None.
 
     Vision is on when serve.limit_mm_per_prompt allows at least one image or video, or when
-    serve.chat_template names chat_template_mm.jinja (catalogue engine_dead, weights_mismatch).
+    serve.chat_template names chat_template_mm.jinja (catalogue weights_mismatch; docs/lanes.md).
     """
     serve = serve or {}
     limits = serve.get("limit_mm_per_prompt") or {}
@@ -399,7 +397,7 @@ def vision_on(serve):
 
 
 def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
-    """catalogue no_chat_template, nccl_version_skew: a chat template must exist as a file or tokenizer_config key.
+    """catalogue no_chat_template: a chat template must exist as a file or tokenizer_config key.
 
     why: the reason the lane accepts images (vision_on), named in the refusal."""
     errors = []
@@ -424,7 +422,7 @@ def chat_template_problems(root, require_mm=False, mm_marker=None, why=None):
         if not os.path.isfile(mm):
             errors.append(
                 "%s: %s missing; this lane accepts images%s and image requests return HTTP 500 without it "
-                "(catalogue weights_mismatch, nccl_version_skew). Fix: set model_weights_chat_template_mm_src to the vision "
+                "(catalogue no_chat_template). Fix: set model_weights_chat_template_mm_src to the vision "
                 "template so it is copied into the weights directory on the owner%s"
                 % (root, CHAT_TEMPLATE_MM, " (%s)" % why if why else "",
                    ", or turn vision off in the lane (serve.limit_mm_per_prompt image: 0)" if why else ""))
@@ -575,7 +573,7 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
     if want is not None and verdict["family"] != want:
         refusals.append(
             "%s: the lane expects a %s checkpoint but this one is %s (%s, from %s). Point the lane at a %s "
-            "checkpoint (catalogue engine_dead: RedHatAI/GLM-5.3-Flash-NVFP4 compressed-tensors, or "
+            "checkpoint (docs/lanes.md: RedHatAI/GLM-5.3-Flash-NVFP4 compressed-tensors, or "
             "nvidia/GLM-5.3-Flash-NVFP4 ModelOpt) or change checkpoint.quantization"
             % (where, want, verdict["family"], verdict["scheme"] or verdict["format"],
                verdict["source"] or "no quantization_config", want))
@@ -586,7 +584,7 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
             refusals.append(
                 "%s: ModelOpt build quantizes self-attention in %d of %d layers (first: layer %d is not in "
                 "its ignore/exclude_modules list); such partial-attention ModelOpt builds corrupt tokens "
-                "(vLLM #54150, catalogue weights_mismatch, image_cuda_newer_than_driver). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-"
+                "(vLLM #54150, catalogue image_cuda_newer_than_driver; docs/weights.md). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-"
                 "tensors) or nvidia/GLM-5.3-Flash-NVFP4 (attention kept high precision), or set "
                 "model_weights_allow_modelopt_attention: true to accept the risk"
                 % (where, len(uncovered), num_layers(config), uncovered[0]))
@@ -594,17 +592,17 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
                 not any(k.endswith("input_scale") for k in weight_map):
             refusals.append(
                 "%s: quant_algo NVFP4 (W4A4) but the index has no input_scale tensor; the output garbles "
-                "(catalogue engine_dead Blackfrost, catalogue ibv_modify_qp). Set quantization_config.quant_algo to W4A16_NVFP4"
+                "(docs/weights.md, the Blackfrost mislabel). Set quantization_config.quant_algo to W4A16_NVFP4"
                 % where)
     if spec_method == "mtp":
         if weight_map is None:
-            warnings.append("%s: %s unreadable; MTP coverage not checked (catalogue weights_mismatch skips it too)"
+            warnings.append("%s: %s unreadable; MTP coverage not checked (docs/weights.md skips it too)"
                             % (where, INDEX))
         elif verdict["format"] != "compressed-tensors" and mtp_uncovered(config, weight_map):
             refusals.append(
                 "%s: MTP cannot be served on sm121 with this checkpoint: layer %d (the MTP head) is not "
                 "covered by its quantization (its scale tensors differ from layer %d); use a DFlash2 lane "
-                "(catalogue weights_mismatch, gpu_low_power)" % (where, num_layers(config), num_layers(config) - 1))
+                "(docs/weights.md)" % (where, num_layers(config), num_layers(config) - 1))
     return verdict, refusals, warnings
 
 

@@ -17,16 +17,16 @@ description:
     C(hf_quant_config.json), and classifies the checkpoint as compressed-tensors, ModelOpt, fp8 or
     unquantized, with its family (nvfp4, fp8, mxfp8, none).
   - Refuses when the family differs from the lane's O(lane_quantization) (for example an nvfp4
-    lane and an FP8 checkpoint; catalogue engine_dead).
+    lane and an FP8 checkpoint; docs/lanes.md).
   - Refuses a ModelOpt build whose ignore list leaves any layer's C(self_attn) quantized unless
-    O(allow_modelopt_attention) (catalogue weights_mismatch, image_cuda_newer_than_driver, vLLM #54150). compressed-tensors always passes.
+    O(allow_modelopt_attention) (docs/weights.md, vLLM #54150). compressed-tensors always passes.
   - With O(spec_method=mtp), refuses a checkpoint whose MTP layer (index C(num_hidden_layers)) has
-    experts and differs from the last layer in having scale tensors (catalogue weights_mismatch, gpu_low_power).
+    experts and differs from the last layer in having scale tensors (docs/weights.md).
   - Refuses ModelOpt C(quant_algo=NVFP4) (W4A4) when the index has no C(input_scale) tensor
-    (catalogue engine_dead Blackfrost, catalogue ibv_modify_qp).
+    (docs/weights.md, the Blackfrost mislabel).
   - Refuses a directory without a chat template (C(chat_template.jinja) or a C(chat_template) key in
     C(tokenizer_config.json); catalogue no_chat_template) and, with O(require_mm_template), without
-    C(chat_template_mm.jinja) (catalogue nccl_version_skew).
+    C(chat_template_mm.jinja) (catalogue no_chat_template).
   - Every message names the directory, the rule and what to use instead. C(config.json.orig) is read
     in place of C(config.json) when present (the file tp_pad keeps; padding does not change quantization).
 author:
@@ -43,7 +43,7 @@ options:
     description: The lane's C(serve.speculative_config.method) (for example mtp, dflash); omit when none.
     type: str
   allow_modelopt_attention:
-    description: Accept a ModelOpt build that quantizes self-attention (known token corruption, catalogue image_cuda_newer_than_driver).
+    description: Accept a ModelOpt build that quantizes self-attention (known token corruption, docs/weights.md).
     type: bool
     default: false
   require_chat_template:
@@ -58,7 +58,7 @@ options:
     description:
       - The lane's C(serve) block. Vision is on when C(limit_mm_per_prompt) allows at least one image or video,
         or C(chat_template) names C(chat_template_mm.jinja); then a missing C(chat_template_mm.jinja) in the
-        weights directory is refused before launch (image requests answer HTTP 500 otherwise, catalogue weights_mismatch, nccl_version_skew).
+        weights directory is refused before launch (image requests answer HTTP 500 otherwise, catalogue no_chat_template).
     type: dict
   node:
     description: Inventory name of this host, prefixed to every refusal.

@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Pads every C(*.self_attn.{q,k,v}_proj) weight (rows) and bias, and every C(*.self_attn.o_proj.weight)
     (columns), of a safetensors checkpoint from its released head counts to the lane's, with zero
-    head blocks appended at the end (catalogue setstorage_out_of_bounds). The DFlash2 drafter goes from 32 query
+    head blocks appended at the end (docs/tp-padding.md). The DFlash2 drafter goes from 32 query
     / 8 kv heads to 48 / 12 at tensor-parallel size 3 (catalogue drafter_heads); the simulated fleet's tiny
     Qwen3 model from 4 / 2 to 6 / 3.
   - Appending at the end is exact only when the GQA group (query heads per kv head) is kept - query
@@ -58,7 +58,7 @@ options:
     type: int
     required: true
   expect_num_attention_heads:
-    description: Refuse a source whose released query head count differs (32 for the DFlash2 drafter, catalogue setstorage_out_of_bounds).
+    description: Refuse a source whose released query head count differs (32 for the DFlash2 drafter, docs/tp-padding.md).
     type: int
   expect_num_key_value_heads:
     description: Refuse a source whose released kv head count differs (8 for the DFlash2 drafter).
@@ -72,7 +72,7 @@ options:
     type: bool
     default: true
   tolerance:
-    description: Relative tolerance of the check, against max(max|reference output|, 1) (catalogue setstorage_out_of_bounds uses 1e-4).
+    description: Relative tolerance of the check, against max(max|reference output|, 1) (docs/tp-padding.md uses 1e-4).
     type: float
     default: 0.0001
   seed:
@@ -97,7 +97,7 @@ notes:
     writes) and pads tensors as bytes; zero bits are 0.0 in every float format. bf16 is widened to float only
     for the check.
   - Quantised attention tensors (scales next to C(q_proj.weight)) are refused.
-  - Sources - catalogue setstorage_out_of_bounds (Y3 C(scripts/pad-dflash2-drafter.py)), catalogue drafter_heads, docs/tp-padding.md.
+  - Sources - docs/tp-padding.md (Y3 C(scripts/pad-dflash2-drafter.py)), catalogue drafter_heads, docs/tp-padding.md.
 """
 
 EXAMPLES = r"""

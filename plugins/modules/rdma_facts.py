@@ -17,7 +17,7 @@ description:
     GID tables under O(sysfs_root)C(/class/infiniband/<hca>/ports/<port>/{gids,gid_attrs/types}/<i>).
   - For every HCA it reports the netdev, the link state, the first usable IPv4 (not loopback, not a
     169.254 autoconf address, field case S04), MTU, operstate and the RoCE v2 GID index whose GID is the
-    IPv4-mapped form of that address (catalogue nccl_wrong_gid). The index is looked up on
+    IPv4-mapped form of that address (catalogue nccl_wrong_gid; docs/rdma.md). The index is looked up on
     every run because it is not stable across reboots.
   - Also reports C(CmaTotal) from O(meminfo_path) (catalogue cma_zero), the running kernel, and what the
     host name resolves to (catalogue gloo_fullmesh).
@@ -62,7 +62,7 @@ attributes:
     support: full
 notes:
   - A missing tool fails with the package to install; malformed output fails quoting the line.
-  - Rules and their sources (catalogue nccl_wrong_gid, cma_zero, gloo_fullmesh) are tabled in C(docs/rdma.md).
+  - Rules and their sources (catalogue nccl_wrong_gid, cma_zero, gloo_fullmesh; docs/rdma.md) are tabled in C(docs/rdma.md).
 '''
 
 EXAMPLES = r'''

@@ -219,7 +219,7 @@ def main():
             keys = ", ".join("%s = %d does not divide by tensor-parallel size %d" % (k, v, tp) for k, v in bad)
             module.fail_json(msg="%s: %s; vLLM cannot split them across %d ranks. Fix: pad the file - set the lane's "
                                  "padding.config_targets (config.json widths and heads, catalogue drafter_heads) or heads_padding "
-                                 "(checkpoint or drafter weights, catalogue setstorage_out_of_bounds) and run ansible-playbook site.yml "
+                                 "(checkpoint or drafter weights, docs/tp-padding.md) and run ansible-playbook site.yml "
                                  "--tags tp_pad" % (path, keys, tp),
                              **dict((k, v) for k, v in result.items() if k != "changed"))
     if original is not None:

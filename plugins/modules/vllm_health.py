@@ -15,7 +15,7 @@ version_added: "0.1.0"
 description:
   - Read-only health gate of a vLLM group started by M(dgxspark.vllm.vllm_rank). It never reports
     C(changed) and never uses C(/v1/models) for liveness, which answers 200 with a dead engine
-    (catalogue rank_killed, reasoning_empty_content).
+    (docs/health.md).
   - I(mode=wait) runs one readiness cycle on a rank's node. It polls C(GET /health) on the head for
     up to O(timeout_s) seconds while checking, every O(poll_s) seconds, the state of the local rank
     container with C(docker inspect). A container that is not running fails at once with its last

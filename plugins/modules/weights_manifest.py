@@ -24,7 +24,7 @@ description:
     stands for C(X) both when writing and when verifying, so a padded node still verifies and nothing
     fights the padding. C(*.orig) files are never listed; hidden entries (C(.cache)) are skipped.
   - Optionally sets files to 0644 and directories to 0755 so a root-squashed NFS reader can open
-    them (catalogue weights_mismatch, file_not_found).
+    them (catalogue file_not_found; docs/weights.md).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 options:

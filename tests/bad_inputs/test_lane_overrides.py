@@ -50,10 +50,10 @@ CASES = [
      "drafter: expected dict or null, got string ('incoai/GLM-5.3-Flash-DFlash2')"),
     ("drafter-container-path-null", DF2, {"drafter": {"container_path": None}},
      "drafter.container_path: expected str, got null (None)"),
-    # speculative decoding across keys (catalogue engine_dead)
+    # speculative decoding across keys (docs/lanes.md)
     ("dflash2-k8", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 8}}},
      "serve.speculative_config.num_speculative_tokens: 8 is above 7; the DFlash2 drafter's block_size 8 must "
-     "equal 1 + k (catalogue engine_dead). Use k <= 7."),
+     "equal 1 + k (docs/lanes.md). Use k <= 7."),
     ("dflash-without-drafter", DF2, {"drafter": None},
      "serve.speculative_config: method dflash needs a drafter (lane key 'drafter')"),
     ("dflash-model-not-drafter-mount", DF2, {"serve": {"speculative_config": {"model": "/models/other-draft"}}},
@@ -61,23 +61,23 @@ CASES = [
      "'/models/dflash2-draft'; the drafter is mounted there"),
     ("mtp-on-no-mtp-checkpoint", MTP2, {"checkpoint": {"guard_mode": "no_mtp"}},
      "serve.speculative_config: method mtp on a checkpoint whose MTP head is not quantized (guard_mode no_mtp, "
-     "catalogue engine_dead nvidia checkpoint); use a dflash lane"),
+     "docs/lanes.md nvidia checkpoint); use a dflash lane"),
     ("speculative-config-list", CPU2, {"serve": {"speculative_config": ["dflash"]}},
      "serve.speculative_config: expected dict or null, got list (['dflash'])"),
     ("mtp-on-nvidia-checkpoint", DF2,
      {"drafter": None, "serve": {"speculative_config": {"method": "mtp", "model": None, "num_speculative_tokens": 4}}},
      "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized (checkpoint.repo_id "
-     "'nvidia/GLM-5.3-Flash-NVFP4', guard_mode dflash2; catalogue engine_dead nvidia checkpoint, catalogue gpu_low_power); use method "
+     "'nvidia/GLM-5.3-Flash-NVFP4', guard_mode dflash2; docs/weights.md, the nvidia checkpoint); use method "
      "dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is quantized (lane tp2_mtp)"),
     ("spec-k-as-string", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": "7"}}},
      "serve.speculative_config.num_speculative_tokens: expected int, got string ('7'); k, the tokens drafted per "
-     "step, must be an int >= 1 (catalogue engine_dead): the mtp lanes use 4, dflash takes 1..7 (the DFlash2 "
+     "step, must be an int >= 1 (docs/lanes.md): the mtp lanes use 4, dflash takes 1..7 (the DFlash2 "
      "drafter's block_size 8 = 1 + k); set an unquoted int, e.g. num_speculative_tokens: 7"),
     ("dflash-k-zero", DF2, {"serve": {"speculative_config": {"num_speculative_tokens": 0}}},
      "serve.speculative_config.num_speculative_tokens: 0 is below the minimum 1; k, the tokens drafted per step, "
-     "must be an int >= 1 (catalogue engine_dead)"),
+     "must be an int >= 1 (docs/lanes.md)"),
     ("spec-method-unknown", MTP2, {"serve": {"speculative_config": {"method": "eagle9"}}},
-     "serve.speculative_config.method: 'eagle9' is not one of mtp, dflash; catalogue engine_dead knows mtp (the "
+     "serve.speculative_config.method: 'eagle9' is not one of mtp, dflash; docs/lanes.md knows mtp (the "
      "checkpoint's own MTP head) and dflash (the DFlash2 drafter, lane key 'drafter'); set one of them, or "
      "serve.speculative_config: null for no speculative decoding"),
     ("spec-unknown-key", MTP2, {"serve": {"speculative_config": {"num_lookahead": 2}}},
@@ -113,21 +113,21 @@ CASES = [
      "serve.extra_args: expected list, got string ('--foo')"),
     ("mm-encoder-tp-mode-unknown", CPU2, {"serve": {"mm_encoder_tp_mode": "tensor"}},
      "serve.mm_encoder_tp_mode: 'tensor' is not one of data, weights"),
-    # kv_policy (catalogue kv_cache_too_small)
+    # kv_policy (docs/memory-plan.md)
     ("kv-mode-unknown", CPU2, {"serve": {"kv_policy": {"mode": "auto"}}},
      "serve.kv_policy.mode: 'auto' is not one of profiler, pin"),
     ("kv-pin-without-bytes", CPU2, {"serve": {"kv_policy": {"mode": "pin"}}},
      "serve.kv_policy.bytes: required when mode is 'pin'"),
     ("kv-profiler-with-bytes", DF2, {"serve": {"kv_policy": {"mode": "profiler"}}},
      "serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass --kv-cache-memory, or drop bytes "
-     "(catalogue kv_cache_too_small)"),
+     "(docs/memory-plan.md)"),
     ("kv-flag-unknown", DF2, {"serve": {"kv_policy": {"flag": "--kv-cache-bytes"}}},
      "serve.kv_policy.flag: '--kv-cache-bytes' is not one of --kv-cache-memory, --kv-cache-memory-bytes"),
     ("kv-bytes-negative", DF2, {"serve": {"kv_policy": {"bytes": -1}}}, "serve.kv_policy.bytes: -1 is below the minimum 1"),
     ("kv-pin-above-node-memory", DF2, {"serve": {"kv_policy": {"bytes": 200 * GIB}}},
      "serve.kv_policy.bytes: 214748364800 (200 GiB) is not below the node memory the lane requires "
      "(requirements.mem_total_gib_min 110 GiB); a KV pin per rank must leave room for the weights, activations and "
-     "the OS (catalogue kv_cache_too_small). Pin fewer bytes (the spark lanes pin 4-24 GiB, 8 GiB = 8589934592) or correct "
+     "the OS (docs/memory-plan.md). Pin fewer bytes (the spark lanes pin 4-24 GiB, 8 GiB = 8589934592) or correct "
      "requirements.mem_total_gib_min"),
     # health / requirements
     ("health-timeout-zero", CPU2, {"health": {"ready_timeout_s": 0}}, "health.ready_timeout_s: 0 is below the minimum 1"),
@@ -234,7 +234,7 @@ SCHEMA_CASES = [
     ("mtp-k-100", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}},
      "serve.speculative_config.num_speculative_tokens: 100 is above the maximum 7; mtp runs the checkpoint's single "
      "MTP layer k times; the lanes ship k=4 and runs used 2..4, acceptance falls with every position "
-     "(catalogue engine_dead). Set num_speculative_tokens in 1..7"),
+     "(docs/lanes.md). Set num_speculative_tokens in 1..7"),
     ("mtp-k-8", "speculative", MTP2, {"serve": {"speculative_config": {"num_speculative_tokens": 8}}},
      "serve.speculative_config.num_speculative_tokens: 8 is above the maximum 7; mtp runs"),
     ("mtp-with-drafter-model", "speculative", MTP2, {"serve": {"speculative_config": {"model": "/models/x"}}},
@@ -277,7 +277,7 @@ SCHEMA_CASES = [
     # NVFP4 KV cache with DFlash2 at TP2 (TP2 report status table)
     ("nvfp4-kv-dflash2-tp2", "nvfp4-kv-dflash2-tp2", DF2, {"serve": {"kv_cache_dtype": "nvfp4_ds_mla"}},
      "serve.kv_cache_dtype: nvfp4_ds_mla with speculative method dflash at tensor_parallel_size 2 kills the rank-0 "
-     "worker on any prompt that needs chunked prefill (> ~3K tokens; TP2 report status table, catalogue engine_dead "
+     "worker on any prompt that needs chunked prefill (> ~3K tokens; TP2 report status table, docs/lanes.md "
      "KV-dtype lanes). Use kv_cache_dtype fp8_e4m3 (every lane ships it), or set allow_nvfp4_kv_dflash2_tp2: true "
      "to run it anyway"),
     ("nvfp4-kv-dflash2-tp2-allow-false", "nvfp4-kv-dflash2-tp2", DF2,

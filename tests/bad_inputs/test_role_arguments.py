@@ -62,12 +62,12 @@ RANGE_CASES = [
      "node_prep_swap_size_gib is 0; it must be an int >= 1"),
     ("swappiness-250", "node_prep", "node_prep_swappiness", "250",
      "node_prep_swappiness is 250; vm.swappiness takes 0..200 (the kernel refuses other values). Set "
-     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, catalogue swap_off)."),
+     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, docs/node-prep.md)."),
     ("swappiness-negative", "node_prep", "node_prep_swappiness", "-1",
      "node_prep_swappiness is -1; vm.swappiness takes 0..200"),
     ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000",
      "rdma_fabric_mtu is 100000; it must be 0 (only check that every rank has the same MTU) or an Ethernet MTU in "
-     "1280..9216 bytes (the fabric runs jumbo frames, 9000, catalogue nccl_wrong_gid). Set rdma_fabric_mtu: 9000 (the "
+     "1280..9216 bytes (the fabric runs jumbo frames, 9000, docs/rdma.md). Set rdma_fabric_mtu: 9000 (the "
      "default)."),
     ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", "576", "rdma_fabric_mtu is 576; it must be 0"),
     # the discovery runs under --tags vllm_ranks too: its MTU check comes first

@@ -1,5 +1,5 @@
 """TP3 padding is exact: the tiny model served unpadded at TP1 and head-padded (4/2 -> 6/3) at TP3
-across three real vLLM ranks gives the same greedy token ids (issue 8; catalogue setstorage_out_of_bounds;
+across three real vLLM ranks gives the same greedy token ids (issue 8; docs/tp-padding.md;
 build-machine.md addendum "vLLM multi-rank and TP3").
 
 Self-contained on the build machine's dockerd: a seeded random Qwen3 checkpoint (the drafter's model

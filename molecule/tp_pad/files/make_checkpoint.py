@@ -2,7 +2,7 @@
 """Write a small seeded safetensors checkpoint (stdlib only) for the tp_pad scenario.
 
 --style drafter: DFlash2-style names (layers.N.self_attn.*, bf16), the real drafter's 32 q / 8 kv heads
-                 (catalogue setstorage_out_of_bounds) with hidden size and head_dim scaled down;
+                 (docs/tp-padding.md) with hidden size and head_dim scaled down;
 --style tiny:    the sim's tiny model shape (model.layers.N.self_attn.*, float32, q/k norms), sharded
                  with model.safetensors.index.json.
 """

@@ -8,12 +8,12 @@ Standard library only (matplotlib optional for the plot). Usage:
     vllm_bench.py --config config.json --out-dir reports/<UTC timestamp>
 
 config.json (written by the role): base_url, model, lane, platform, sizes {...}, deployed {...},
-published {...} (catalogue gpu_low_power for this lane, spark lanes only), health_report (optional).
+published {...} (roles/vllm_bench/README.md for this lane, spark lanes only), health_report (optional).
 Writes report.json, report.md and throughput.png (tok/s against concurrency) into --out-dir and
 exits 0 when every request succeeded, 1 otherwise (quality figures such as the needle are reported,
 not judged, on lanes marked so).
 
-Measurements and their sources (catalogue reasoning_empty_content, topk_wall):
+Measurements and their sources (catalogue topk_wall; docs/health.md):
 - decode: streamed chat, temperature 0; TTFT at the first delta that carries content or reasoning;
   decode tok/s = (completion_tokens - 1) / (end - first token), completion_tokens from `usage`
   (never from counting chunks: with speculative decoding one chunk carries several tokens).
@@ -346,7 +346,7 @@ def fmt(v, nd=2):
 def render_markdown(rep):
     d = rep.get("deployed") or {}
     lines = ["# vLLM benchmark: lane %s" % rep["lane"], "",
-             "Generated %s against `%s` (model `%s`, platform %s). Formulas: catalogue reasoning_empty_content."
+             "Generated %s against `%s` (model `%s`, platform %s). Formulas: docs/health.md."
              % (rep["generated"], rep["base_url"], rep["model"], rep["platform"]), "",
              "## What was deployed", "",
              "| item | value |", "|---|---|"]
@@ -489,11 +489,11 @@ def run(cfg, out_dir):
         if not results["corruption"]["ok"]:
             failures.append("corruption probe: a request failed")
         elif any(results["corruption"]["replacement_chars"]) and s.get("corruption_judged", True):
-            failures.append("corruption probe: U+FFFD in the output %s (catalogue weights_mismatch)" % results["corruption"]
+            failures.append("corruption probe: U+FFFD in the output %s (docs/weights.md)" % results["corruption"]
                             ["replacement_chars"])
     results["seconds"] = round(time.time() - t0, 1)
     if cfg.get("platform") != "spark":
-        notes.append("published figures (catalogue gpu_low_power) are compared on spark lanes only")
+        notes.append("published figures (roles/vllm_bench/README.md) are compared on spark lanes only")
     rep = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "lane": cfg["lane"],
            "platform": cfg.get("platform"), "base_url": base, "model": cfg["model"], "sizes": s,
            "deployed": cfg.get("deployed") or {}, "health": cfg.get("health_report") or {},

@@ -12,7 +12,7 @@ from tests.unit.conftest import FIXTURES
 
 RD = os.path.join(FIXTURES, 'rdma')
 FILTERS = FilterModule().filters()
-# the keys rdma_fabric owns; TORCH_NCCL_ASYNC_ERROR_HANDLING belongs to the lane's common env (catalogue engine_dead)
+# the keys rdma_fabric owns; TORCH_NCCL_ASYNC_ERROR_HANDLING belongs to the lane's common env (docs/lanes.md)
 OWNED = ('NCCL_', 'GLOO_', 'TP_SOCKET_IFNAME', 'MN_IF_NAME', 'VLLM_HOST_IP')
 
 

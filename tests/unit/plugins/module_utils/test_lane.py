@@ -62,7 +62,7 @@ def test_dflash_k_above_7_is_refused():
         "serve": {"speculative_config": {"method": "dflash", "model": "/models/d", "num_speculative_tokens": 8}}})
     assert validate_lane(lane, "sim_cpu_tp2") == [
         "lane sim_cpu_tp2: serve.speculative_config.num_speculative_tokens: 8 is above 7; the DFlash2 drafter's "
-        "block_size 8 must equal 1 + k (catalogue engine_dead). Use k <= 7."]
+        "block_size 8 must equal 1 + k (docs/lanes.md). Use k <= 7."]
 
 
 def test_dflash_without_drafter_is_refused():
@@ -76,16 +76,16 @@ def test_dflash_without_k_is_refused():
     lane = deep_merge(load("tp2_dflash2"), {"serve": {"speculative_config": {"num_speculative_tokens": None}}})
     assert validate_lane(lane, "tp2_dflash2") == [
         "lane tp2_dflash2: serve.speculative_config.num_speculative_tokens: expected int, got null (None); k, the "
-        "tokens drafted per step, must be an int >= 1 (catalogue engine_dead): the mtp lanes use 4, dflash takes 1..7 "
+        "tokens drafted per step, must be an int >= 1 (docs/lanes.md): the mtp lanes use 4, dflash takes 1..7 "
         "(the DFlash2 drafter's block_size 8 = 1 + k); set an unquoted int, e.g. num_speculative_tokens: 7"]
     del lane["serve"]["speculative_config"]["num_speculative_tokens"]
     assert validate_lane(lane, "tp2_dflash2") == [
         "lane tp2_dflash2: serve.speculative_config.num_speculative_tokens: required for method dflash; the DFlash2 "
-        "drafter's block_size 8 must equal 1 + k (catalogue engine_dead). Set num_speculative_tokens: 7."]
+        "drafter's block_size 8 must equal 1 + k (docs/lanes.md). Set num_speculative_tokens: 7."]
 
 
 @pytest.mark.parametrize("lane_name,override,message", [
-    # the nvidia checkpoint (guard_mode dflash2): MTP head BF16 (catalogue gpu_low_power)
+    # the nvidia checkpoint (guard_mode dflash2): MTP head BF16 (docs/weights.md)
     ("tp2_dflash2", {"drafter": None, "serve": {"speculative_config": {"method": "mtp", "model": None}}},
      "serve.speculative_config: method mtp on a checkpoint whose MTP head is BF16, not quantized "
      "(checkpoint.repo_id 'nvidia/GLM-5.3-Flash-NVFP4', guard_mode dflash2;"),
@@ -174,7 +174,7 @@ def test_mtp_k_range_is_per_method():
     errors = validate_lane(deep_merge(lane, {"serve": {"speculative_config": {"num_speculative_tokens": 100}}}))
     assert errors == ["lane tp2_mtp: serve.speculative_config.num_speculative_tokens: 100 is above the maximum 7; mtp "
                       "runs the checkpoint's single MTP layer k times; the lanes ship k=4 and runs used 2..4, "
-                      "acceptance falls with every position (catalogue engine_dead). Set num_speculative_tokens in 1..7"]
+                      "acceptance falls with every position (docs/lanes.md). Set num_speculative_tokens in 1..7"]
 
 
 def test_nvfp4_kv_with_dflash2_needs_the_flag_at_tp2_only():

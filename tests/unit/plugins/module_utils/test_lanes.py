@@ -65,7 +65,7 @@ def test_sample_inventories_validate_with_their_lane(inventory, lane_name):
      "lane tp2_dflash2: serve.kv_policy.flag: '--kv-cache' is not one of --kv-cache-memory, --kv-cache-memory-bytes"),
     ({"serve": {"kv_policy": {"mode": "profiler"}}},
      "lane tp2_dflash2: serve.kv_policy.bytes: set but mode is 'profiler'; use mode 'pin' to pass --kv-cache-memory, "
-     "or drop bytes (catalogue kv_cache_too_small)"),
+     "or drop bytes (docs/memory-plan.md)"),
     ({"serve": {"api_args_on_workers": "yes"}},
      "lane tp2_dflash2: serve.api_args_on_workers: expected bool, got string ('yes')"),
     ({"serve": {"limit_mm_per_prompt": "image=2"}},

@@ -51,7 +51,7 @@ def test_pinned_pools_of_the_seeds(p):
     plan = mp.memory_plan(seed_lane(p, {"mode": "pin", "bytes": p["pin_bytes"]}))
     assert plan["errors"] == []
     assert abs(err_pct(plan["pool_tokens"], p["pool"])) <= TOLERANCE_PCT[p["use"]], plan["pool_tokens"]
-    # pool = int(max_concurrency x max_model_len) (catalogue kv_cache_too_small), every rank the same under a pin
+    # pool = int(max_concurrency x max_model_len) (docs/memory-plan.md), every rank the same under a pin
     assert len(plan["ranks"]) == p["tp"]
     assert len(set(r["pool_tokens"] for r in plan["ranks"])) == 1
 
@@ -62,7 +62,7 @@ def test_named_figures_of_the_issue():
     assert tp3["kv_gib"] == 10.73 and tp3["pool_tokens"] == 1540230    # published 1,505,849: +2.3 %
     tp4 = mp.memory_plan(seed_lane(by["TP4 DFlash2 1M (T4 earlier anchor)"], {"mode": "pin", "bytes": 16 * GIB}))
     assert tp4["pool_tokens"] == 2596970                                # published 2,622,494: -1.0 %
-    # bytes per token per rank at 262,144 tokens: 6,962 without speculation, 8,793 with MTP-4 (catalogue kv_cache_too_small)
+    # bytes per token per rank at 262,144 tokens: 6,962 without speculation, 8,793 with MTP-4 (docs/memory-plan.md)
     none = mp.memory_plan(seed_lane(by["TP3 no spec 262K (Y3)"], {"mode": "pin", "bytes": 1}))
     mtp = mp.memory_plan(seed_lane(by["TP3 MTP-4 262K (Y3)"], {"mode": "pin", "bytes": 1}))
     assert abs(none["effective_bytes_per_token_per_rank"] - 6962) / 6962 < 0.001

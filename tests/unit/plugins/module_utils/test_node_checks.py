@@ -285,7 +285,7 @@ def test_cma_zero_names_kernel_f07():
     assert c['ok'] is False and c['measured'] == 0
     assert c['message'] == (
         "node-b: CmaTotal is 0 kB on kernel 7.0.0-1019-nvidia; RDMA memory registration fails with ENOMEM (catalogue cma_zero). "
-        "Fix: boot a kernel with CMA enabled (catalogue cma_zero fixed it with 6.17.0-1031-nvidia and driver 580.173.02).")
+        "Fix: boot a kernel with CMA enabled (catalogue cma_zero; that fleet was fixed with 6.17.0-1031-nvidia and driver 580.173.02).")
 
 
 def test_cma_missing_line():
@@ -319,7 +319,7 @@ def test_swap_required_but_zero():
     node, _ = spark_node(swap_total_gib=0.0)
     c = by_name(N.node_checks('node-a', node, SPARK_LANE))['swap']
     assert c['message'] == (
-        'node-a: swap total is 0.00 GiB but the lane requires swap (catalogue swap_off, oom_killed: without swap the worker '
+        'node-a: swap total is 0.00 GiB but the lane requires swap (catalogue oom_killed; docs/node-prep.md: without swap the worker '
         'is killed during the MoE Marlin repack). Fix: run role node_prep (it creates node_prep_swap_file when no swap '
         'exists) or add a swap file and swapon it.')
 
@@ -430,7 +430,7 @@ def test_swap_verdict_and_cycle_on_the_f17_node():
     assert N.swap_verdict("node-a", off, False) is None
     assert N.swap_verdict("node-a", off, True) == (
         "node-a: SwapTotal is 0 kB, but the lane requires swap (without swap the worker is killed during the MoE "
-        "Marlin repack, catalogue swap_off). Fix: set node_prep_swap_create: true (node_prep creates a swap file), "
+        "Marlin repack, docs/node-prep.md). Fix: set node_prep_swap_create: true (node_prep creates a swap file), "
         "or enable the node's own swap (swapon -a), then re-run")
     assert N.swap_cycle_plan(off) == ("skip", 0, "no swap in use")
     tight = dict(meminfo, MemAvailable=400000)

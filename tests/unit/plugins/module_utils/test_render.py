@@ -45,7 +45,7 @@ def read(*parts):
         return f.read()
 
 
-# --- KV policy (catalogue kv_cache_too_small, kv_pin_no_activation_reserve) ---------------------------------------
+# --- KV policy (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md) ---------------------------------------
 
 def test_kv_cache_bytes_reproduces_the_tp3_recipe():
     data = yaml.safe_load(read("kv-sizing", "tp3-kv-cache-memory-formula.yaml"))
@@ -80,7 +80,7 @@ def test_pin_above_vllms_suggestion_warns():
     assert kv_pin_warning(8053063680, log) == (
         "KV pin 8053063680 bytes (7.50 GiB) exceeds the 6442450944 bytes (6.00 GiB) vLLM suggests in its startup "
         "log; a pin above it drops the activation reserve and the first long prompt can kill the engine (catalogue "
-        "kv_pin_no_activation_reserve, catalogue kv_cache_too_small). Lower serve.kv_policy.bytes to at most 6442450944.")
+        "kv_pin_no_activation_reserve; docs/memory-plan.md). Lower serve.kv_policy.bytes to at most 6442450944.")
     assert kv_pin_warning(6442450944, log) is None
 
 
@@ -182,7 +182,7 @@ def test_fix_files_need_their_mounts():
                             "re-run the kernel_fix role")
 
 
-# --- padding (catalogue drafter_heads, setstorage_out_of_bounds) ----------------------------------------------------------
+# --- padding (catalogue drafter_heads; docs/tp-padding.md) ----------------------------------------------------------
 
 def test_hf_overrides_mirror_text_config_keys_and_skip_deeper_ones():
     assert hf_overrides({"num_attention_heads": 6}) == {"num_attention_heads": 6}

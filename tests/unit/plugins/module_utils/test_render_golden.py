@@ -1,5 +1,5 @@
 """Golden launch lines: render each seed lane with the source fleet's facts and compare with
-tests/fixtures/launch-lines/*.yaml (copied from the shared fixtures; catalogue nccl_no_net_plugin, engine_dead).
+tests/fixtures/launch-lines/*.yaml (copied from the shared fixtures; docs/lanes.md).
 
 The facts fed in are the ones the source fleet had: per-rank rendezvous IP, the head's address,
 the NCCL/Gloo device names rdma_fabric computes on that fleet, the fix-file mounts kernel_fix
@@ -19,7 +19,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 GOLDEN = os.path.join(ROOT, "tests", "fixtures", "launch-lines")
 
 # Site paths of the source fleets: $HOME of user 'user'; the Y3 cluster file's MODEL_DIR; Y3's
-# default overlay dir (build-indexer-overlay --out ~/src/glm53-overlay, catalogue drafter_heads) and upstream clone.
+# default overlay dir (build-indexer-overlay --out ~/src/glm53-overlay, docs/tp-padding.md) and upstream clone.
 SITE = {
     "$HOME": "/home/user",
     "~": "/home/user",

@@ -335,7 +335,7 @@ def test_guard_libertaidai_partial_attention_modelopt_refused():
     assert refusals == [
         "/m: ModelOpt build quantizes self-attention in 45 of 45 layers (first: layer 0 is not in its "
         "ignore/exclude_modules list); such partial-attention ModelOpt builds corrupt tokens (vLLM #54150, "
-        "catalogue weights_mismatch, image_cuda_newer_than_driver). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-tensors) or "
+        "catalogue image_cuda_newer_than_driver; docs/weights.md). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-tensors) or "
         "nvidia/GLM-5.3-Flash-NVFP4 (attention kept high precision), or set "
         "model_weights_allow_modelopt_attention: true to accept the risk"]
     assert w.guard(cfg, allow_modelopt_attention=True)[1] == []
@@ -348,7 +348,7 @@ def test_guard_nvidia_passes_dflash_refuses_mtp():
     _v, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="nvfp4", spec_method="mtp", where="/m")
     assert refusals == ["/m: MTP cannot be served on sm121 with this checkpoint: layer 45 (the MTP head) is not "
                         "covered by its quantization (its scale tensors differ from layer 44); use a DFlash2 lane "
-                        "(catalogue weights_mismatch, gpu_low_power)"]
+                        "(docs/weights.md)"]
 
 
 def test_guard_nvidia_ignore_list_stopping_one_layer_short_is_refused():
@@ -363,14 +363,14 @@ def test_guard_mtp_without_index_warns_only():
     _v, refusals, warnings = w.guard(glm_config("nvidia"), spec_method="mtp", where="/m")
     assert refusals == []
     assert warnings == ["/m: model.safetensors.index.json unreadable; MTP coverage not checked "
-                        "(catalogue weights_mismatch skips it too)"]
+                        "(docs/weights.md skips it too)"]
 
 
 def test_guard_nvfp4_lane_refuses_fp8_checkpoint():
     verdict, refusals, _w = w.guard(glm_config("fp8-block"), lane_quantization="nvfp4", where="/m")
     assert verdict["family"] == "fp8"
     assert refusals == ["/m: the lane expects a nvfp4 checkpoint but this one is fp8 (e4m3, from config.json). "
-                        "Point the lane at a nvfp4 checkpoint (catalogue engine_dead: RedHatAI/GLM-5.3-Flash-NVFP4 "
+                        "Point the lane at a nvfp4 checkpoint (docs/lanes.md: RedHatAI/GLM-5.3-Flash-NVFP4 "
                         "compressed-tensors, or nvidia/GLM-5.3-Flash-NVFP4 ModelOpt) or change "
                         "checkpoint.quantization"]
     mo = glm_config("nvidia")
@@ -403,7 +403,7 @@ def test_guard_blackfrost_w4a4_without_input_scale_refused():
     wm = {k: v for k, v in _index().items() if not k.endswith("input_scale")}
     refusals = w.guard(cfg, weight_map=wm, where="/m")[1]
     assert refusals == ["/m: quant_algo NVFP4 (W4A4) but the index has no input_scale tensor; the output garbles "
-                        "(catalogue engine_dead Blackfrost, catalogue ibv_modify_qp). Set quantization_config.quant_algo to W4A16_NVFP4"]
+                        "(docs/weights.md, the Blackfrost mislabel). Set quantization_config.quant_algo to W4A16_NVFP4"]
 
 
 # --------------------------------------------------------------------------- NFS (C.5, catalogue file_not_found)

@@ -44,7 +44,7 @@ def test_nvidia_mtp_refused_dflash_passes(tmp_path):
                                                      "spec_method": "mtp"})
     assert failed and res["msg"] == ("REFUSING: %s: MTP cannot be served on sm121 with this checkpoint: layer 45 "
                                      "(the MTP head) is not covered by its quantization (its scale tensors differ "
-                                     "from layer 44); use a DFlash2 lane (catalogue weights_mismatch, gpu_low_power)" % root)
+                                     "from layer 44); use a DFlash2 lane (docs/weights.md)" % root)
 
 
 def test_nvfp4_lane_refuses_fp8(tmp_path):
@@ -85,14 +85,14 @@ def _lane_serve(name):
 
 
 def test_vision_lane_without_mm_template_refused_before_launch(tmp_path):
-    # tp2_dflash2 allows 2 images per prompt: the weights directory must carry chat_template_mm.jinja (catalogue nccl_version_skew)
+    # tp2_dflash2 allows 2 images per prompt: the weights directory must carry chat_template_mm.jinja (catalogue no_chat_template)
     root = _dir(tmp_path, "redhat")
     serve = _lane_serve("tp2_dflash2")
     res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_serve": serve, "node": "node-a"})
     assert failed
     assert res["refusals"] == [
         "node-a: %s: chat_template_mm.jinja missing; this lane accepts images (serve.limit_mm_per_prompt allows "
-        "image: 2) and image requests return HTTP 500 without it (catalogue weights_mismatch, nccl_version_skew). Fix: set "
+        "image: 2) and image requests return HTTP 500 without it (catalogue no_chat_template). Fix: set "
         "model_weights_chat_template_mm_src to the vision template so it is copied into the weights directory on "
         "the owner, or turn vision off in the lane (serve.limit_mm_per_prompt image: 0)" % root]
     # with the template in place the same lane passes

@@ -1,4 +1,4 @@
-"""drafter_pad on synthetic safetensors checkpoints (catalogue setstorage_out_of_bounds, drafter_heads).
+"""drafter_pad on synthetic safetensors checkpoints (catalogue drafter_heads; docs/tp-padding.md).
 
 The DFlash2-style drafter keeps the real config capture's head counts (32 q / 8 kv), layer count (5)
 and tensor names (`layers.N.self_attn.{q,k,v,o}_proj.weight`, per-head q/k norms), with hidden size
@@ -106,7 +106,7 @@ def test_drafter_32_8_to_48_12(drafter):
             assert f.get_slice(p + "v_proj.weight").get_shape() == [12 * HD, HIDDEN]
             assert f.get_slice(p + "o_proj.weight").get_shape() == [HIDDEN, 48 * HD]
             assert f.get_slice(p + "o_proj.weight").get_dtype() == "BF16"
-    # Layout: released blocks first, zero blocks appended at the end (catalogue setstorage_out_of_bounds).
+    # Layout: released blocks first, zero blocks appended at the end (docs/tp-padding.md).
     header, _meta, start = tp_padding.read_header(str(d / "model.safetensors"))
     for name, (dtype, raw) in src.items():
         info = header[name]
@@ -156,7 +156,7 @@ def test_drafter_idempotent_and_bit_identical(drafter, tmp_path):
     assert second["msg"].startswith("already padded: 32/8 -> 48/12 heads")
     assert (sha(d / "model.safetensors"), sha(d / "config.json")) == padded
     assert second["verify"]["reference"] == "backup" and second["verify"]["max_abs_diff"] <= 1e-6
-    # Independent run on another copy (another node): bit-identical output (catalogue setstorage_out_of_bounds '0ae7776d...').
+    # Independent run on another copy (another node): bit-identical output (docs/tp-padding.md '0ae7776d...').
     other, failed = run_module(drafter_pad.main, pad_args(copy))
     assert not failed
     assert other["sha256"] == first["sha256"]
