@@ -55,8 +55,8 @@ SITE_CASES = [
 # connection), refuses them before the first node task.
 RANGE_CASES = [
     ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", "-4",
-     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, catalogue "
-     "swap_off; DGX OS ships 15-16 GiB). Set node_prep_swap_size_gib: 16 (the default), or node_prep_swap_create: false "
+     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, "
+     "docs/node-prep.md; DGX OS ships 15-16 GiB). Set node_prep_swap_size_gib: 16 (the default), or node_prep_swap_create: false "
      "to create no swap file."),
     ("swap-size-zero", "node_prep", "node_prep_swap_size_gib", "0",
      "node_prep_swap_size_gib is 0; it must be an int >= 1"),
