@@ -1,21 +1,23 @@
 """playbooks/doctor.yml on the simulated fleet (issue 17): after each fault, the right cause on the right host.
 
-The faults are node state, so the rank group need not serve (the `nodes` fixture only needs the node
-containers up): MTU 1500 on a worker with the fix file altered on the head; a worker's fabric port down;
-another image tagged as the lane's on a worker; a truncated shard on a worker with the API port taken on
-the head (its rank not running); a worker's running rank killed. Each fault is repaired right after its
-doctor run. The healthy run plants the API key and the HF token in a saved rank log and checks that
-neither reaches the tarball, the summary or the output; when the group serves it must say healthy on
-every node. Each run records reports/faults/doctor_<scenario>.json with the verdicts, the right cause's
+CI runs this file after test_10..test_40 on the same fleet, so a scenario sets up the rank state it needs
+rather than inheriting it. No fault: when the group serves every node is healthy; the API key and the HF
+token planted in a saved rank log (stamped now, so it is among the newest saved logs doctor reads however
+many restarts came before) reach neither the tarball, the summary nor the output. Node-state faults (the
+ranks in any state): MTU 1500 on a worker with the fix file altered on the head; a worker's fabric port
+down; another image tagged as the lane's on a worker. A worker's running rank killed; the head's rank
+killed (skipped: not yet run). With the ranks down (any rank that still runs is killed first): a truncated
+shard on a worker with the API port taken on the head. Each node-state fault is repaired right after its
+doctor run. Each run records reports/faults/doctor_<scenario>.json with the verdicts, the right cause's
 rank and the run's seconds (reported, never asserted). With DOCTOR_SAVE_CAPTURES=1 each run's node
-evidence is kept under tests/fixtures/doctor/sim for the unit tests. Not run here: the head killed while
-serving (a vLLM boot; the exit-137 capture of a killed rank is in tests/fixtures/health/sim-cpu), an
-unreachable node (tests/unit/plugins/modules/test_doctor.py), the docker group, a full disk, SIGINT.
+evidence is kept under tests/fixtures/doctor/sim for the unit tests. Not run here: an unreachable node
+(tests/unit/plugins/modules/test_doctor.py), the docker group, a full disk, SIGINT.
 """
 import json
 import os
 import secrets
 import tarfile
+import time
 
 import pytest
 import yaml
@@ -112,14 +114,15 @@ def report(scenario, run, res, expected):
     return rows
 
 
-@pytest.mark.skip(reason="failed on the TP2 fault fleet in CI (passed on sim_tp3); under investigation, issue 17 stays open")
 def test_doctor_without_fault_and_tarball_without_secrets(nodes, tmp_path):
     fleet = nodes
     before = fleet.ranks()
     serving = fleet.serving()
     api_key, hf_token = "dk-" + secrets.token_hex(12), "hf_" + secrets.token_hex(12)
-    # plant both secrets where doctor reads: a saved rank log on the head (removed afterwards)
-    planted = "%s/%s-19990101T000000Z.log" % (fleet.rank_log_dir, fleet.container)
+    # plant both secrets where doctor reads: a saved rank log on the head (removed afterwards), stamped now as
+    # vllm_ranks stamps them, so it is among the newest doctor reads (saved_logs) however many restarts the
+    # earlier fault files saved
+    planted = "%s/%s-%s.log" % (fleet.rank_log_dir, fleet.container, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     node_sh(fleet.head, "mkdir -p %s && printf 'HF_TOKEN=%s --api-key %s\\n' > %s" % (
         fleet.rank_log_dir, hf_token, api_key, planted))
     try:
@@ -207,26 +210,6 @@ def test_doctor_other_image_on_worker(nodes, tmp_path):
     assert res["verdicts"][fleet.head]["status"] != "failed", res["lines"]
 
 
-@pytest.mark.skip(reason="failed on the TP2 fault fleet in CI (passed on sim_tp3); under investigation, issue 17 stays open")
-def test_doctor_truncated_shard_and_port_taken_while_ranks_down(nodes, tmp_path):
-    fleet = nodes
-    w, head = fleet.worker, fleet.head
-    assert not rank_state(head, fleet.container)["running"]
-    _rc, shard, _err = node_sh(w, "ls %s/*.safetensors | head -1" % fleet.checkpoint)
-    node_sh(w, "cp -p %s /tmp/doctor-shard.bak && truncate -s 1024 %s" % (shard, shard))
-    _rc, pid, _err = node_sh(head, "nohup python3 -m http.server %d >/dev/null 2>&1 & echo $!" % fleet.api_port)
-    try:
-        run, res = doctor(tmp_path)
-    finally:
-        node_sh(head, "kill %s" % pid, check=False)
-        node_sh(w, "cat /tmp/doctor-shard.bak > %s && rm -f /tmp/doctor-shard.bak" % shard)
-    report("truncated_shard_worker_port_taken_head", run, res, {w: "weights_mismatch", head: "port_taken"})
-    assert top(res, w) == "weights_mismatch", res["lines"]
-    assert os.path.basename(shard) in res["verdicts"][w]["matches"][0]["evidence"]
-    assert top(res, head) == "port_taken", res["lines"]
-    assert "port %d held by python3" % fleet.api_port in res["verdicts"][head]["matches"][0]["evidence"]
-
-
 def test_doctor_worker_killed(nodes, tmp_path):
     fleet = nodes
     running = [w for w in fleet.workers if rank_state(w, fleet.container)["running"]]
@@ -241,3 +224,47 @@ def test_doctor_worker_killed(nodes, tmp_path):
     report("worker_killed", run, res, {w: "rank_killed"})
     assert top(res, w) == "rank_killed", res["lines"]
     assert "container exited: exit code 137, OOMKilled False" in res["verdicts"][w]["matches"][0]["evidence"]
+
+
+@pytest.mark.skip(reason="not yet run: the fault fleet did not come to serve within the session (load ~30); "
+                         "issue 17 keeps the head-killed scenario open")
+def test_doctor_head_killed(nodes, tmp_path):
+    """The head's rank killed (after the worker's, which it outlives while idle: vLLM watches only its local
+    worker processes): doctor names it on the head."""
+    fleet = nodes
+    head = fleet.head
+    if not rank_state(head, fleet.container)["running"]:
+        pytest.skip("the head's rank does not run on %s: nothing to kill" % INVENTORY)
+    rc, _out, err = node_docker(head, "kill", fleet.container)
+    assert rc == 0, err
+    run, res = doctor(tmp_path)
+    now = rank_state(head, fleet.container)
+    assert (now["running"], now["exit_code"]) == (False, 137)
+    report("head_killed", run, res, {head: "rank_killed"})
+    assert top(res, head) == "rank_killed", res["lines"]
+    assert "container exited: exit code 137, OOMKilled False" in res["verdicts"][head]["matches"][0]["evidence"]
+
+
+def test_doctor_truncated_shard_and_port_taken_while_ranks_down(nodes, tmp_path):
+    """The ranks are down (a rank that still runs is killed first: this scenario must not depend on what the one
+    before it left), a worker's shard is truncated and another process holds the API port on the head."""
+    fleet = nodes
+    w, head = fleet.worker, fleet.head
+    for node in fleet.nodes:
+        if rank_state(node, fleet.container)["running"]:
+            rc, _out, err = node_docker(node, "kill", fleet.container)
+            assert rc == 0, err
+    assert not any(r["running"] for r in fleet.ranks().values())
+    _rc, shard, _err = node_sh(w, "ls %s/*.safetensors | head -1" % fleet.checkpoint)
+    node_sh(w, "cp -p %s /tmp/doctor-shard.bak && truncate -s 1024 %s" % (shard, shard))
+    _rc, pid, _err = node_sh(head, "nohup python3 -m http.server %d >/dev/null 2>&1 & echo $!" % fleet.api_port)
+    try:
+        run, res = doctor(tmp_path)
+    finally:
+        node_sh(head, "kill %s" % pid, check=False)
+        node_sh(w, "cat /tmp/doctor-shard.bak > %s && rm -f /tmp/doctor-shard.bak" % shard)
+    report("truncated_shard_worker_port_taken_head", run, res, {w: "weights_mismatch", head: "port_taken"})
+    assert top(res, w) == "weights_mismatch", res["lines"]
+    assert os.path.basename(shard) in res["verdicts"][w]["matches"][0]["evidence"]
+    assert top(res, head) == "port_taken", res["lines"]
+    assert "port %d held by python3" % fleet.api_port in res["verdicts"][head]["matches"][0]["evidence"]
