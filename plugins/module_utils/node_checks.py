@@ -435,8 +435,6 @@ def parse_sysctl_grep(text):
     """``grep -H`` lines ``path:key = value`` -> [{path, key, value}] (key with '/' read as '.')."""
     out = []
     for line in text.splitlines():
-        if line.startswith("#"):
-            continue  # fixture header
         path, sep, rest = line.partition(":")
         if not sep or "=" not in rest:
             continue
