@@ -24,6 +24,7 @@ BYTES_PER_GIB = 1024 ** 3
 # nvidia-smi prints these where GB10 has no value (no framebuffer, no power cap): S05.
 NVSMI_UNAVAILABLE = frozenset(["[n/a]", "n/a", "not supported", "[not supported]", ""])
 
+
 class NodeCheckError(ValueError):
     """Input that cannot be parsed; the message says what and where."""
 

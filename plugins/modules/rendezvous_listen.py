@@ -18,7 +18,7 @@ description:
     passed, closes each at once and returns the source address of every connection. Nothing is left listening.
   - Used by C(rdma_fabric) on the head before any rank starts (catalogue gloo_fullmesh), run with C(async) while
     the workers connect with C(ansible.builtin.wait_for).
-  - A port that cannot be bound is a result, not a failure (RV(bound=false) with RV(errno)): errno 98 means the
+  - A port that cannot be bound is a result, not a failure (RV(bound=false) with RV(errno)); errno 98 means the
     port is taken, and the role then asks C(dgxspark.vllm.port_owner) who holds it.
   - Standard library only.
 options:
@@ -41,14 +41,9 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-attributes:
-  check_mode:
-    support: full
-    details: Runs the same in check mode; it only holds the port while it listens.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - dgxspark.vllm.attributes.read_only
+notes:
+  - It changes nothing on the node; it holds the port only while it listens.
 """
 
 EXAMPLES = r"""
