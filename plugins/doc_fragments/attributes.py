@@ -32,3 +32,16 @@ attributes:
   facts:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
 """
+
+    # A module that only reads: extend `attributes`, `attributes.idempotent` and this; it states nothing more about them.
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: Only reads; runs the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""

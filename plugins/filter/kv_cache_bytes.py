@@ -56,6 +56,7 @@ def kv_cache_bytes(max_model_len, concurrency, bytes_per_token_per_rank):
         raise AnsibleFilterError(str(e))
 
 
+# Public for lane authors (docs/lanes.md: the pin formula); the roles call module_utils/memory_plan directly.
 class FilterModule(object):
     def filters(self):
         return {"kv_cache_bytes": kv_cache_bytes}

@@ -61,6 +61,8 @@ def nccl_hca_parse_filter(value, hcas=None):
         raise AnsibleFilterError('nccl_hca_parse: %s' % e)
 
 
+# nccl_hca_parse is public for operators checking an NCCL_IB_HCA value by hand (docs/rdma.md section 4); the roles
+# build the value themselves through nccl_env.
 class FilterModule(object):
     def filters(self):
         return {

@@ -14,7 +14,6 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     cache_host_dirs,
     disk_needs,
     node_checks,
-    parse_id,
     parse_meminfo,
     swap_cycle_plan,
     swap_verdict,
@@ -61,10 +60,6 @@ def node_meminfo(text):
     return parse_meminfo(str(text))
 
 
-def node_parse_id(text):
-    return parse_id(str(text))
-
-
 def node_version_satisfies(version, spec):
     return _guard("node_version_satisfies", version_satisfies, str(version), str(spec))
 
@@ -94,7 +89,6 @@ class FilterModule(object):
             "node_disk_needs": node_disk_needs,
             "node_cache_dirs": node_cache_dirs,
             "node_meminfo": node_meminfo,
-            "node_parse_id": node_parse_id,
             "node_version_satisfies": node_version_satisfies,
             "node_sysctl_overrides": node_sysctl_overrides,
             "node_sysctl_effective_verdict": node_sysctl_effective_verdict,

@@ -82,6 +82,7 @@ def spec_decode_stats(after, before=None):
     return _stats(a, b)
 
 
+# Public for operators' own playbooks (docs/health.md); vllm_health and vllm_bench call module_utils/health directly.
 class FilterModule(object):
     def filters(self):
         return {"spec_decode_stats": spec_decode_stats}

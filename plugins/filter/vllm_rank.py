@@ -71,6 +71,7 @@ def vllm_kv_pin_warning(log_text, pin_bytes):
     return kv_pin_warning(pin_bytes, log_text) or ""
 
 
+# vllm_kv_pin_warning is public for lane authors (docs/lanes.md: the pin skips the activation reserve); no role calls it.
 class FilterModule(object):
     def filters(self):
         return {

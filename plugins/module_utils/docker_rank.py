@@ -25,22 +25,12 @@ import time
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import (  # noqa: F401 pylint: disable=unused-import
     DockerCLI,
     DockerError,
-    load_inspect,
-    parse_container,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL, LABEL_PREFIX, run_argv
 
 SPEC_LABEL = LABEL_PREFIX + "spec"
 # Lines worth showing when a rank died (the T4 readiness loop greps the same words, docs/health.md).
 ERROR_RE = re.compile(r"error|Traceback|raise |Exception|NO_MEMORY|not support|Unsupported", re.IGNORECASE)
-
-
-def parse_inspect(text):
-    """`docker inspect <name>` JSON -> the fields this module reports (None when absent).
-
-    The JSON is read by docker_cli.parse_container; this adds the rank's spec labels.
-    """
-    return _with_spec(parse_container(load_inspect(text)))
 
 
 def _with_spec(info):

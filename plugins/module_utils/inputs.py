@@ -7,12 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import re
-
-
-class InputError(Exception):
-    """A malformed input; the message names the item and the fix (and never a secret)."""
 
 
 def secret_problem(name, value):
@@ -34,23 +29,6 @@ def redact(text, *secrets):
         if isinstance(secret, str) and secret:
             out = out.replace(secret, "<redacted>")
     return out
-
-
-def json_object(text, what, fix):
-    """Parse text as a JSON object (dict); InputError naming what, the problem and the fix otherwise."""
-    stripped = (text or "").lstrip()
-    if not stripped:
-        raise InputError("%s is empty; %s" % (what, fix))
-    if stripped[:1] == "<":
-        raise InputError("%s is HTML, not JSON (starts %r); %s" % (what, stripped[:40], fix))
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise InputError("%s is not valid JSON (%s; starts %r); %s" % (what, e, stripped[:40], fix))
-    if not isinstance(data, dict):
-        raise InputError("%s is a JSON %s, not an object; %s" % (what, type(data).__name__.replace("dict", "object")
-                                                                 .replace("list", "array"), fix))
-    return data
 
 
 def regex_problem(name, pattern):

@@ -24,15 +24,6 @@ BYTES_PER_GIB = 1024 ** 3
 # nvidia-smi prints these where GB10 has no value (no framebuffer, no power cap): S05.
 NVSMI_UNAVAILABLE = frozenset(["[n/a]", "n/a", "not supported", "[not supported]", ""])
 
-_FREE_UNITS = {
-    "B": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4, "P": 1024 ** 5,
-    "KI": 1024, "MI": 1024 ** 2, "GI": 1024 ** 3, "TI": 1024 ** 4, "PI": 1024 ** 5,
-}
-_FREE_COLUMNS = {
-    "mem": ("total", "used", "free", "shared", "buff_cache", "available"),
-    "swap": ("total", "used", "free"),
-}
-
 
 class NodeCheckError(ValueError):
     """Input that cannot be parsed; the message says what and where."""
@@ -64,42 +55,6 @@ def parse_meminfo(text):
 
 
 # --- free -h -------------------------------------------------------------------------------
-
-def parse_size(token):
-    """A ``free -h`` figure (``119Gi``, ``1,4Gi``, ``5.3Mi``, ``0B``) -> bytes as Decimal.
-
-    Binary units (procps prints Ki/Mi/Gi); a decimal comma is accepted (S06 comma-decimal locale).
-    """
-    m = re.match(r"^\s*([0-9]+(?:[.,][0-9]+)?)\s*([KMGTP]i?|B)?\s*$", token, re.IGNORECASE)
-    if not m:
-        raise NodeCheckError("cannot read size %r (expected e.g. 119Gi, 1,4Gi, 0B)" % token)
-    number = Decimal(m.group(1).replace(",", "."))
-    unit = (m.group(2) or "B").upper()
-    return number * _FREE_UNITS[unit]
-
-
-def parse_free(text):
-    """``free -h`` rows -> {'mem': {...}, 'swap': {...}} in GiB (float).
-
-    The header line is optional (the captures quote only the rows); columns are procps order.
-    """
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        key = parts[0].rstrip(":").lower()
-        if key not in _FREE_COLUMNS:
-            continue
-        names = _FREE_COLUMNS[key]
-        values = parts[1:1 + len(names)]
-        if len(values) != len(names):
-            raise NodeCheckError("free row %r has %d figures, expected %d" % (parts[0], len(values), len(names)))
-        out[key] = dict((n, float(parse_size(v) / BYTES_PER_GIB)) for n, v in zip(names, values))
-    if "mem" not in out:
-        raise NodeCheckError("no 'Mem:' row in free output")
-    return out
-
 
 # --- nvidia-smi ----------------------------------------------------------------------------
 
@@ -187,36 +142,6 @@ def version_satisfies(version, spec):
 
 
 # --- id, /etc/hosts, sysctl ----------------------------------------------------------------
-
-def parse_id(text):
-    """``id`` output -> {uid, user, gid, group, groups: [names]} (catalogue docker_group_missing)."""
-    out = {"uid": None, "user": None, "gid": None, "group": None, "groups": []}
-    m = re.search(r"uid=(\d+)(?:\(([^)]*)\))?", text)
-    if m:
-        out["uid"], out["user"] = int(m.group(1)), m.group(2)
-    m = re.search(r"gid=(\d+)(?:\(([^)]*)\))?", text)
-    if m:
-        out["gid"], out["group"] = int(m.group(1)), m.group(2)
-    m = re.search(r"groups=(\S+)", text)
-    if m:
-        for item in m.group(1).split(","):
-            g = re.match(r"^(\d+)(?:\(([^)]*)\))?$", item)
-            if g:
-                out["groups"].append(g.group(2) if g.group(2) is not None else g.group(1))
-    return out
-
-
-def parse_hosts(text):
-    """/etc/hosts text -> {name: [addresses in file order]}."""
-    out = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.split()
-        for name in parts[1:]:
-            out.setdefault(name, []).append(parts[0])
-    return out
 
 
 def is_loopback(address):
@@ -511,8 +436,6 @@ def parse_sysctl_grep(text):
     """``grep -H`` lines ``path:key = value`` -> [{path, key, value}] (key with '/' read as '.')."""
     out = []
     for line in text.splitlines():
-        if line.startswith("#"):
-            continue  # fixture header
         path, sep, rest = line.partition(":")
         if not sep or "=" not in rest:
             continue

@@ -445,8 +445,12 @@ def _prod(values):
     return out
 
 
-def read_header(path):
-    """Return (header dict without __metadata__, metadata dict, data start offset)."""
+def header_of(path):
+    """The safetensors framing: (header JSON object with __metadata__ as stored, data start offset).
+
+    Checks the 8-byte length and that the header is a JSON object, nothing about the tensors; the one reader
+    of the format for tp_pad and model_weights' read check (module weights_read_check).
+    """
     with open(path, "rb") as f:
         raw = f.read(8)
         if len(raw) != 8:
@@ -463,13 +467,19 @@ def read_header(path):
     if not isinstance(header, dict):
         raise PaddingError("%s: not a safetensors file: its header is a JSON %s, not an object; re-download the shard"
                            % (path, type(header).__name__))
+    return header, 8 + n
+
+
+def read_header(path):
+    """Return (header dict without __metadata__, metadata dict, data start offset)."""
+    header, start = header_of(path)
     meta = header.pop("__metadata__", None) or {}
     for name, info in header.items():
         if not isinstance(info, dict):
             raise PaddingError("%s: tensor %s has a malformed header entry %r; re-download the shard" % (path, name, info))
         if info.get("dtype") not in DTYPE_BYTES:
             raise PaddingError("%s: tensor %s has unsupported dtype %r" % (path, name, info.get("dtype")))
-    return header, meta, 8 + n
+    return header, meta, start
 
 
 def tensor_bytes(path, start, info):

@@ -186,6 +186,8 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
                    ", ".join("%s %s" % (h, states[h]) for h in low) or "no GPU reading"), low)
 
 
+# No caller yet: the frozen-load rule (catalogue uvm_livelock) needs two samples of loaded shards and GPU power
+# minutes apart, which only the watchdog (issue 16) takes; kept here, unit-tested, for it.
 def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
                      power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
     """UVM livelock during loading (field case: shard loading frozen, GPU ~96 % at ~10 W, C.4, issue

@@ -69,14 +69,7 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-attributes:
-  check_mode:
-    support: full
-    details: Read-only.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - dgxspark.vllm.attributes.read_only
 """
 
 EXAMPLES = r"""

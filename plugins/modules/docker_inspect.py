@@ -39,14 +39,7 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-attributes:
-  check_mode:
-    support: full
-    details: Only reads; runs the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - dgxspark.vllm.attributes.read_only
 notes:
   - Requires the docker CLI on the node and permission to use it.
 """

@@ -49,14 +49,7 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-attributes:
-  check_mode:
-    support: full
-    details: Only reads; runs the same in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - dgxspark.vllm.attributes.read_only
 notes:
   - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.
 """

@@ -25,15 +25,8 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - dgxspark.vllm.attributes.idempotent
+  - dgxspark.vllm.attributes.read_only
 attributes:
-  check_mode:
-    support: full
-    details: Only reads; runs the same way in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    description: Running it twice with the same inputs reports the same state.
-    support: full
   platform:
     platforms: posix
 options:

@@ -49,16 +49,10 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
+  - dgxspark.vllm.attributes.read_only
   - dgxspark.vllm.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    details: Only reads; the result is identical in check mode.
-  diff_mode:
-    support: none
   facts:
-    support: full
-  idempotent:
     support: full
 notes:
   - A missing tool fails with the package to install; malformed output fails quoting the line.

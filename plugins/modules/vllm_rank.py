@@ -117,6 +117,8 @@ EXAMPLES = r"""
     log_stamp: "20261130T150000Z"
 """
 
+# The state fields below are docker_cli.parse_container's, described as in docker_inspect's RETURN: ansible-doc
+# reads RETURN as a literal and takes no fragment, so the text stands twice while the parser is one.
 RETURN = r"""
 container:
   description: The container after the module ran (before it, in check mode); C(exists=false) when there is none.

@@ -156,7 +156,8 @@ def test_garbage_ibdev2netdev_output_is_named(text):
 
 @pytest.mark.parametrize("text", GARBAGE + [""], ids=["html", "binary", "object", "null", "empty"])
 def test_garbage_free_output_is_named(text):
-    from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import NodeCheckError, parse_free
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import NodeCheckError
+    from tests.unit.captures import parse_free
     with pytest.raises(NodeCheckError) as e:
         parse_free(text)
     assert str(e.value) == "no 'Mem:' row in free output"

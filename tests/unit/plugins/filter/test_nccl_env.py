@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.filter.nccl_env import FilterModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import rdma as R
 from tests.unit.conftest import FIXTURES
+from tests.unit import captures as C
 
 RD = os.path.join(FIXTURES, 'rdma')
 FILTERS = FilterModule().filters()
@@ -22,7 +23,7 @@ def fleet_facts(fleet, node, form='brief'):
         rows = R.parse_ibdev2netdev(f.read())
     if form == 'brief':
         with open(os.path.join(d, 'ip-br-addr.txt')) as f:
-            netdevs = R.parse_ip_brief_addr(f.read())
+            netdevs = C.parse_ip_brief_addr(f.read())
     else:
         with open(os.path.join(d, 'ip-j-addr.json')) as f, open(os.path.join(d, 'ip-j-link.json')) as g:
             netdevs = R.merge_netdevs(R.parse_ip_json_link(g.read()), R.parse_ip_json_addr(f.read()))
@@ -79,7 +80,7 @@ def test_golden_t2_gid_index_comes_from_each_hosts_table(tmp_path):
     (base / 'gid_attrs' / 'types' / '5').write_text('RoCE v2\n')
     (base / 'gids' / '3').write_text('0000:0000:0000:0000:0000:0000:0000:0000\n')
     rows = R.parse_ibdev2netdev((dst / 'node-b' / 'ibdev2netdev.txt').read_text())
-    nd = R.parse_ip_brief_addr((dst / 'node-b' / 'ip-br-addr.txt').read_text())
+    nd = C.parse_ip_brief_addr((dst / 'node-b' / 'ip-br-addr.txt').read_text())
     b = R.build_host_facts(rows, nd, dict((r['hca'], R.read_gid_table(str(dst / 'node-b' / 'sys'), r['hca']))
                                           for r in rows))
     facts = {'node-a': fleet_facts('t2', 'node-a'), 'node-b': b}

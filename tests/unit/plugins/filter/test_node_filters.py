@@ -6,6 +6,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.filter.node_checks import FilterModule
+from tests.unit import captures as C
 from tests.unit.conftest import ROOT, read_fixture
 
 F = FilterModule().filters()
@@ -17,7 +18,7 @@ def sim_lane():
 
 
 def test_filter_names_are_node_prefixed():
-    assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo', 'node_parse_id',
+    assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo',
                          'node_preflight_checks', 'node_swap_cycle_plan', 'node_swap_verdict',
                          'node_sysctl_effective_verdict', 'node_sysctl_overrides', 'node_utilization_verdict',
                          'node_version_satisfies']
@@ -46,7 +47,7 @@ def test_sim_lane_disk_and_cache():
 
 def test_meminfo_and_id():
     assert F['node_meminfo'](read_fixture('node', 'proc-meminfo-cmatotal-0kb-excerpt.txt')) == {'CmaTotal': 0}
-    assert F['node_parse_id'](read_fixture('node', 'f22-node-c-id-no-docker-group.txt'))['groups'] == ['user', 'adm', 'sudo']
+    assert C.parse_id(read_fixture('node', 'f22-node-c-id-no-docker-group.txt'))['groups'] == ['user', 'adm', 'sudo']
 
 
 def test_runtime_yml_range_accepts_this_controller():

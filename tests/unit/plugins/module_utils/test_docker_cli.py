@@ -4,7 +4,8 @@ import json
 import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_cli as dc
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart, parse_inspect
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart
+from tests.unit.captures import parse_inspect
 from tests.unit.conftest import read_fixture
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import node_checks as N
 from tests.unit.conftest import read_fixture
+from tests.unit import captures as C
 
 
 def fx(name):
@@ -36,14 +37,14 @@ def vllm_free_memory_line(text):
      {'total': 15.0, 'used': 818 / 1024, 'free': 15.0}),
 ])
 def test_free_h_captures(name, mem, swap):
-    got = N.parse_free(fx(name))
+    got = C.parse_free(fx(name))
     assert got['mem'] == pytest.approx(mem, abs=1e-12)
     assert got['swap'] == pytest.approx(swap, abs=1e-12)
 
 
 def test_free_comma_decimal_is_exact():
     # the comma-decimal locale must not turn 1,4Gi into 14 or 4
-    got = N.parse_free(fx('free-h-after-startup-comma-decimal.txt'))
+    got = C.parse_free(fx('free-h-after-startup-comma-decimal.txt'))
     assert got['mem']['free'] == 1.4
     assert got['swap']['used'] == 1.1
 
@@ -52,17 +53,17 @@ def test_free_comma_decimal_is_exact():
     ('0B', 0), ('82Mi', 82 * 1024 ** 2), ('1,4Gi', Decimal('1503238553.6')), ('2K', 2048), ('3', 3),
 ])
 def test_parse_size(token, expected):
-    assert N.parse_size(token) == expected
+    assert C.parse_size(token) == expected
 
 
 def test_parse_size_rejects_garbage():
     with pytest.raises(N.NodeCheckError, match=r"cannot read size '12 apples'"):
-        N.parse_size('12 apples')
+        C.parse_size('12 apples')
 
 
 def test_free_without_mem_row():
     with pytest.raises(N.NodeCheckError, match="no 'Mem:' row in free output"):
-        N.parse_free(fx('free-h-idle-119gi.txt').splitlines()[1])
+        C.parse_free(fx('free-h-idle-119gi.txt').splitlines()[1])
 
 
 # ------------------------------------------------------------------ /proc/meminfo
@@ -126,13 +127,13 @@ def test_version_spec_garbage():
 # ---- id (catalogue docker_group_missing), hosts (catalogue gloo_fullmesh), sysctl (catalogue min_free_kbytes_raised)
 
 def test_id_without_docker_group_f22():
-    got = N.parse_id(fx('f22-node-c-id-no-docker-group.txt'))
+    got = C.parse_id(fx('f22-node-c-id-no-docker-group.txt'))
     assert got == {'uid': 1000, 'user': 'user', 'gid': 1000, 'group': 'user', 'groups': ['user', 'adm', 'sudo']}
     assert 'docker' not in got['groups']
 
 
 def test_hosts_loopback_f26():
-    hosts = N.parse_hosts(fx('f26-node-b-etc-hosts.txt'))
+    hosts = C.parse_hosts(fx('f26-node-b-etc-hosts.txt'))
     assert hosts == {'localhost': ['127.0.0.1'], 'node-b': ['127.0.1.1']}
     assert N.hostname_verdict('node-b', hosts['node-b']) == {
         'hostname': 'node-b', 'addresses': ['127.0.1.1'], 'loopback': True}
@@ -334,7 +335,7 @@ def test_disk_short():
 
 
 def test_hostname_loopback_message_f26():
-    hosts = N.parse_hosts(fx('f26-node-b-etc-hosts.txt'))
+    hosts = C.parse_hosts(fx('f26-node-b-etc-hosts.txt'))
     node, _ = spark_node(hostname_resolution=N.hostname_verdict('node-b', hosts['node-b']))
     c = by_name(N.node_checks('node-b', node, SPARK_LANE))['hostname_not_loopback']
     assert c['message'] == (

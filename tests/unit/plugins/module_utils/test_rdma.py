@@ -6,6 +6,7 @@ import yaml
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import rdma as R
 from tests.unit.conftest import FIXTURES, read_fixture
+from tests.unit import captures as C
 
 RD = os.path.join(FIXTURES, 'rdma')
 
@@ -66,7 +67,7 @@ def test_device_order_is_pci_order():
 # ------------------------------------------------------------------ ip
 
 def test_ip_brief_addr_s04_unconfigured_spark():
-    nd = R.parse_ip_brief_addr(fx('ip', 'unconfigured-spark-node-a.ip-br-addr.txt'))
+    nd = C.parse_ip_brief_addr(fx('ip', 'unconfigured-spark-node-a.ip-br-addr.txt'))
     assert sorted(nd) == ['docker0', 'enP2p1s0f0np0', 'enP2p1s0f1np1', 'enP7s7', 'enp1s0f0np0',
                           'enp1s0f1np1', 'lo', 'wlP9s9']
     assert nd['enP7s7']['ipv4'] == [{'address': '192.0.2.163', 'prefixlen': 24, 'cidr': '192.0.2.0/24'}]
@@ -82,14 +83,14 @@ def test_ip_brief_addr_s04_unconfigured_spark():
 
 
 def test_ip_brief_link_s04_flags():
-    nd = R.parse_ip_brief_link(fx('ip', 'unconfigured-spark-node-a.ip-br-link.txt'))
+    nd = C.parse_ip_brief_link(fx('ip', 'unconfigured-spark-node-a.ip-br-link.txt'))
     assert nd['enp1s0f0np0']['flags'] == ['NO-CARRIER', 'BROADCAST', 'MULTICAST', 'UP']
     assert nd['enP2p1s0f1np1']['operstate'] == 'UP'
     assert nd['enp1s0f1np1']['flags'] == ['BROADCAST', 'MULTICAST', 'UP', 'LOWER_UP']
 
 
 def test_ip_brief_addr_two_twin_slash29_ignores_metric():
-    nd = R.parse_ip_brief_addr(fx('ip', 'two-twin-slash29-node-a.ip-br-addr.txt'))
+    nd = C.parse_ip_brief_addr(fx('ip', 'two-twin-slash29-node-a.ip-br-addr.txt'))
     assert nd['enP7s7']['ipv4'] == [{'address': '192.0.2.100', 'prefixlen': 23, 'cidr': '192.0.2.0/23'}]
     assert nd['enp1s0f0np0']['ipv4'][0]['cidr'] == '172.31.5.0/29'
     assert nd['enP2p1s0f0np0']['ipv4'][0]['cidr'] == '172.31.5.8/29'
@@ -98,7 +99,7 @@ def test_ip_brief_addr_two_twin_slash29_ignores_metric():
 
 
 def test_ip_addr_show_ring_readme_mtu_1500():
-    nd = R.parse_ip_addr_show(fx('ip', 'ring-readme-example.ip-addr-show-enp1s0f1np1.txt'))
+    nd = C.parse_ip_addr_show(fx('ip', 'ring-readme-example.ip-addr-show-enp1s0f1np1.txt'))
     dev = nd['enp1s0f1np1']
     assert (dev['mtu'], dev['operstate'], dev['flags']) == (1500, 'UP', ['BROADCAST', 'MULTICAST', 'UP', 'LOWER_UP'])
     assert dev['ipv4'] == [{'address': '192.168.1.1', 'prefixlen': 24, 'cidr': '192.168.1.0/24', 'scope': 'link'}]
@@ -125,7 +126,7 @@ def test_ip_json_malformed_quotes_line():
         R.parse_ip_json_link('[{"mtu": 1500}]')
     assert str(e.value) == 'ip -j link entry has no ifname: \'{"mtu": 1500}\''
     with pytest.raises(R.RdmaError) as e:
-        R.parse_ip_brief_addr('enp1s0f0np0\n')
+        C.parse_ip_brief_addr('enp1s0f0np0\n')
     assert str(e.value) == "ip -br addr line has no state column: 'enp1s0f0np0'"
 
 
@@ -229,9 +230,9 @@ def test_f04_exclude_exact():
 
 def brief_host(ibdev_text, addr_text, sysfs_root=None, link_text=None):
     rows = R.parse_ibdev2netdev(ibdev_text)
-    nd = R.parse_ip_brief_addr(addr_text)
+    nd = C.parse_ip_brief_addr(addr_text)
     if link_text:
-        nd = R.merge_netdevs(R.parse_ip_brief_link(link_text), nd)
+        nd = R.merge_netdevs(C.parse_ip_brief_link(link_text), nd)
     tables = dict(((r['hca'], r['port']), R.read_gid_table(sysfs_root, r['hca'], r['port']) if sysfs_root else [])
                   for r in rows)
     return R.build_host_facts(rows, nd, tables)
@@ -383,10 +384,10 @@ def test_s02_ring_netplan_links_all_cross_index():
 
 
 def test_mtu_s02_default_1500_reported_per_host():
-    show = R.parse_ip_addr_show(fx('ip', 'ring-readme-example.ip-addr-show-enp1s0f1np1.txt'))
+    show = C.parse_ip_addr_show(fx('ip', 'ring-readme-example.ip-addr-show-enp1s0f1np1.txt'))
     ibdev = fx('ibdev2netdev', 'spark-3node-ring-all-up.txt')
     a = R.build_host_facts(R.parse_ibdev2netdev(ibdev), show, {})
-    b_dev = R.parse_ip_addr_show(
+    b_dev = C.parse_ip_addr_show(
         '4: enp1s0f1np1: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP group default qlen 1000\n'
         '    inet 192.168.1.2/24 brd 192.168.1.255 scope link noprefixroute enp1s0f1np1\n')
     b = R.build_host_facts(R.parse_ibdev2netdev(ibdev), b_dev, {})

@@ -10,6 +10,7 @@ from ansible_collections.dgxspark.vllm.plugins.modules import node_facts as M
 from ansible_collections.dgxspark.vllm.plugins.module_utils import node_checks as N
 from tests.unit.conftest import FIXTURES, read_fixture
 from tests.unit.plugins.modules.utils import run_module
+from tests.unit import captures as C
 
 
 def write(path, text, mode=0o644):
@@ -38,7 +39,7 @@ def node_env(tmp_path, monkeypatch):
     write(root / 'vm' / 'min_free_kbytes', '%d\n' % sysctl['vm.min_free_kbytes'])
     write(root / 'vm' / 'watermark_boost_factor', '%d\n' % sysctl['vm.watermark_boost_factor'])
     write(root / 'vm' / 'swappiness', '0\n')
-    hosts = N.parse_hosts(read_fixture('node', 'f26-node-b-etc-hosts.txt'))
+    hosts = C.parse_hosts(read_fixture('node', 'f26-node-b-etc-hosts.txt'))
     monkeypatch.setattr(M.socket, 'gethostname', lambda: 'node-b')
     monkeypatch.setattr(M.socket, 'getaddrinfo', lambda name, *a: [
         (socket.AF_INET, socket.SOCK_STREAM, 6, '', (ip, 0)) for ip in hosts.get(name, [])])
@@ -92,7 +93,7 @@ def test_no_nvidia_smi_on_cpu_nodes(node_env, tmp_path):
 def test_deploy_user_groups_from_group_db(node_env, monkeypatch):
     import grp
     import pwd
-    f22 = N.parse_id(read_fixture('node', 'f22-node-c-id-no-docker-group.txt'))
+    f22 = C.parse_id(read_fixture('node', 'f22-node-c-id-no-docker-group.txt'))
     monkeypatch.setattr(M.pwd, 'getpwnam', lambda u: pwd.struct_passwd(
         (u, 'x', f22['uid'], f22['gid'], '', '/home/' + u, '/bin/bash')))
     monkeypatch.setattr(M.grp, 'getgrgid', lambda gid: grp.struct_group((f22['group'], 'x', gid, [])))

@@ -9,7 +9,7 @@ import yaml
 
 from ansible.module_utils import basic
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import parse_inspect
+from tests.unit.captures import parse_inspect
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import render_rank
 from ansible_collections.dgxspark.vllm.plugins.modules import vllm_rank
 
