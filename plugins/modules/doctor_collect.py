@@ -30,14 +30,10 @@ description:
     (the image against the head's, weight sizes against the head's).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-    details: It only reads; check mode runs it unchanged.
-  diff_mode:
-    description: Will return details on what has changed.
-    support: none
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
+  - dgxspark.vllm.attributes.read_only
 options:
   container_name:
     description: Name of the rank container.
@@ -149,7 +145,7 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError, parse_container, parse_image
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD", re.I)
 REDACTED = "<redacted>"
@@ -301,16 +297,15 @@ def collect(module):
     since = None
     cid = ""
     if info:
-        st = info.get("State") or {}
+        parsed = parse_container(info)
         cfg = info.get("Config") or {}
         hc = info.get("HostConfig") or {}
-        cid = info.get("Id") or ""
-        container.update({"running": bool(st.get("Running")), "status": st.get("Status"),
-                          "exit_code": st.get("ExitCode"), "oom_killed": bool(st.get("OOMKilled")),
-                          "started_at": st.get("StartedAt"), "finished_at": st.get("FinishedAt"),
-                          "image_id": info.get("Image"), "id": cid[:12]})
-        since = parse_time(st.get("StartedAt"))
-        labels = cfg.get("Labels") or {}
+        cid = parsed["id"]
+        container.update({k: parsed[k] for k in ("running", "status", "exit_code", "oom_killed",
+                                                 "started_at", "finished_at", "image_id")})
+        container["id"] = cid[:12]
+        since = parse_time(parsed["started_at"])
+        labels = parsed["labels"]
         rendered = labels.get("dgxspark.vllm.spec")
         try:
             rendered = json.loads(rendered) if rendered else None
@@ -433,9 +428,8 @@ def collect(module):
 
     # image: what the rank runs, and what the lane's tag names on this node now (the next start uses that)
     def image_inspect(ref, file_name):
-        img = c.inspect("image", ref, file_name)[0] or {}
-        return {"id": img.get("Id"), "repo_tags": img.get("RepoTags"), "repo_digests": img.get("RepoDigests"),
-                "layers": (img.get("RootFS") or {}).get("Layers")}
+        img = parse_image(c.inspect("image", ref, file_name)[0]) or {}
+        return {k: img.get(k) for k in ("id", "repo_tags", "repo_digests", "layers")}
 
     image = {}
     if container.get("image_id"):

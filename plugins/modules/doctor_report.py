@@ -29,12 +29,12 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
     details: The report is written in check mode too (controller only).
   diff_mode:
-    description: Will return details on what has changed.
     support: none
+extends_documentation_fragment:
+  - dgxspark.vllm.attributes
 options:
   results:
     description: Per host, the registered result of M(dgxspark.vllm.doctor_collect) (C(unreachable) or
