@@ -611,9 +611,7 @@ def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_m
 NFS_MOUNT_OPTS = "vers=4.2,nconnect=8,rsize=1048576,wsize=1048576,hard"
 
 
-# exports_line and needs_crossmnt are the reference of the NFS export rule; templates/exports.j2 of model_weights still
-# writes the same line in Jinja (a second copy, left for the model_weights work of issue 20 to switch to a filter).
-# parse_exports reads /etc/exports for the tests of both.
+# The NFS export rule: model_weights' templates/exports.j2 renders it through the filter model_weights_exports_line.
 def exports_line(path, clients, crossmnt=False, extra=None):
     """One /etc/exports line: read-only to the fabric clients only (C.5, catalogue file_not_found)."""
     if not clients:

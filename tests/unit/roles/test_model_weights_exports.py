@@ -8,8 +8,10 @@ import os
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+import jinja2
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.dgxspark.vllm.plugins.filter.weights import model_weights_exports_line
 from tests.unit.conftest import ROOT
 
 ROLE = os.path.join(ROOT, "roles", "model_weights")
@@ -56,9 +58,12 @@ def render(inv, clients_override=None, mounts=()):
     expr = _nfs_task("NFS | client networks of the export")["ansible.builtin.set_fact"]["_model_weights_nfs_clients"]
     clients = templar.template(trust_as_template(expr.strip()))
     variables["_model_weights_nfs_clients"] = clients
-    templar = Templar(loader=DataLoader(), variables=variables)
+    # exports.j2 calls only the collection's filter: render it with Jinja and that filter as the template
+    # module would (trim_blocks), without installing Ansible's collection loader into this test process
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["dgxspark.vllm.model_weights_exports_line"] = model_weights_exports_line
     with open(os.path.join(ROLE, "templates", "exports.j2")) as f:
-        text = templar.template(trust_as_template(f.read()))
+        text = env.from_string(f.read()).render(**variables)
     return clients, text
 
 
