@@ -66,6 +66,8 @@ DOC_REFS = {
     "G": "docs/catalogue.md",
     "H": "roles/vllm_bench/README.md", "H.1": "roles/vllm_bench/README.md", "H.2": "roles/vllm_bench/README.md",
     "H.3": "roles/vllm_bench/README.md",
+    # captured vLLM log lines and /metrics samples: the lines the health gate reads are listed there
+    "I.4": "docs/health.md", "I.5": "docs/health.md",
 }
 
 
