@@ -86,3 +86,33 @@ def test_engine_process_pattern():
     assert AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/bin/vllm serve /models/tiny-glm")
     assert AGENT.ENGINE_RE.search("VLLM::Worker_TP1")
     assert not AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/sbin/dgxspark-vllm-agent status")
+
+
+def _doctor_capture(name, host):
+    with open(os.path.join(ROOT, "tests", "fixtures", "doctor", "sim", name + ".json")) as f:
+        return json.load(f)["hosts"][host]["evidence"]
+
+
+def test_agent_names_a_killed_rank_through_the_catalogue():
+    # the worker SIGKILLed on the TP3 fleet (exit 137, no cgroup OOM): diagnose.explain, as vllm_rank says it
+    ev = _doctor_capture("worker_killed", "spark-tp3-2")
+    line = AGENT.explain(ev["logs"], ev["container"])
+    assert line.endswith("catalogue: rank_killed")
+    assert line.startswith("The rank container ended with SIGKILL")
+
+
+def test_agent_explain_is_empty_when_no_entry_matches():
+    ev = _doctor_capture("no_fault", "spark-tp3-1")
+    assert AGENT.explain(ev.get("logs", ""), None) == ""
+
+
+def test_watchdog_names_the_cause_or_the_last_lines():
+    ev = _doctor_capture("worker_killed", "spark-tp3-2")
+    res = {"diagnosis": AGENT.explain(ev["logs"], ev["container"])}
+    named = WD.Watchdog.named("spark-tp3-2", res, "rank 2 had stopped (exit code 137)")
+    assert named.startswith("spark-tp3-2: rank 2 had stopped (exit code 137): The rank container ended with SIGKILL")
+    assert named.endswith("catalogue: rank_killed")
+    res = {"diagnosis": "", "tail": ["a", "vllm: error: unrecognized arguments: --no-such-flag"]}
+    assert WD.Watchdog.named("w", res, "rank 1 did not come up (exited)") == (
+        "w: rank 1 did not come up (exited): no catalogue entry matches; last lines: a | "
+        "vllm: error: unrecognized arguments: --no-such-flag")
