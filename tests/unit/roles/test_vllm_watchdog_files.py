@@ -116,3 +116,36 @@ def test_watchdog_names_the_cause_or_the_last_lines():
     assert WD.Watchdog.named("w", res, "rank 1 did not come up (exited)") == (
         "w: rank 1 did not come up (exited): no catalogue entry matches; last lines: a | "
         "vllm: error: unrecognized arguments: --no-such-flag")
+
+
+def _module_utils_imports(path):
+    import ast
+    prefix = "ansible_collections.dgxspark.vllm.plugins.module_utils"
+    out = set()
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith(prefix):
+                rest = node.module[len(prefix):].lstrip(".")
+                out.update([rest.split(".")[0]] if rest else [a.name for a in node.names])
+            elif node.module == "catalogue":
+                out.add("catalogue")
+    return out
+
+
+def test_the_role_ships_every_module_util_the_programs_import():
+    import yaml
+    with open(os.path.join(ROOT, "roles", "vllm_watchdog", "vars", "main.yml")) as f:
+        shipped = set(yaml.safe_load(f)["_vllm_watchdog_module_utils"])
+    todo = set()
+    for prog in ("dgxspark-vllm-watchdog", "dgxspark-vllm-agent"):
+        todo |= _module_utils_imports(os.path.join(FILES, prog))
+    assert todo == {"verdict", "docker_rank", "diagnose"}
+    closure = set()
+    while todo:
+        name = todo.pop()
+        if name not in closure:
+            closure.add(name)
+            todo |= _module_utils_imports(os.path.join(ROOT, "plugins", "module_utils", name + ".py"))
+    assert closure == shipped
