@@ -8,12 +8,19 @@ nvidia-smi stand-in prints what /run/sim/gpu.json on a node says (utilization, p
 signature itself is untested here. At the end the watchdog is turned off again (the other scenarios
 inject faults the watchdog would repair).
 
-Opt-in (DGXSPARK_WATCHDOG_E2E=1, `make test-watchdog`): these scenarios have not yet passed end to end on
-the fault fleet. On the shared build machine (load average 30-40) one whole-group restart of the CPU
-engine took over 12 minutes, beyond the CI budget; they join `make test` once they pass there.
+Order (the issue's): a serving group left alone, kill the head container, SIGKILL the worker rank, a
+persistent fault to the give-up (three strikes, the diagnosis through the catalogue), a frozen engine at
+normal then low power, a reboot of the head's node container, a lane with an API key. Each records its
+seconds with the machine's load average.
+
+Opt-in (DGXSPARK_WATCHDOG_E2E=1, `make test-watchdog`): these scenarios have not yet passed end to end. On the
+shared build machine (load average 22-40) the whole-group restarts we watched failed their health gate or took
+over 12 minutes; the reboot and API-key scenarios have not run yet. They join `make test` once they pass
+twice in a row within the CI budget (docs/watchdog.md).
 """
 import json
 import os
+import subprocess
 import threading
 import time
 import urllib.error
@@ -32,6 +39,13 @@ SERVICE = "dgxspark-vllm-watchdog"
 FAST = {"vllm_watchdog_enabled": True, "vllm_watchdog_interval_s": 3, "vllm_watchdog_window_s": 10,
         "vllm_watchdog_confirm_cycles": 2, "vllm_watchdog_health_gate_timeout_s": 900,
         "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30}
+
+
+def _record(name, **fields):
+    """reports/faults/<name>.json with the machine's load average beside the seconds."""
+    with open("/proc/loadavg") as f:
+        fields["load"] = f.read().split()[:3]
+    return record(name, **fields)
 
 
 def head_sh(fleet, script, check=True, timeout=120):
@@ -164,7 +178,7 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
     t_serving = time.time()
     st = state(fleet)
     assert st["strikes"] == 0 and st["last_restart_ok"] is True
-    return record("watchdog_" + name, fault=name, verdict=expect_verdict, verdict_line=verdict_line,
+    return _record("watchdog_" + name, fault=name, t_fault=t_fault, verdict=expect_verdict, verdict_line=verdict_line,
                   detected_s=round(t_detect - t_fault, 1), restart_started_s=round(t_act - t_fault, 1),
                   serving_again_s=round(t_end - t_fault, 1), chat_ok_s=round(t_serving - t_fault, 1),
                   logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
@@ -181,6 +195,60 @@ def test_sigkill_worker_rank_whole_group_restarted(watched):
     rec = _restart_scenario(fleet, "kill_worker",
                             lambda: node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container), "rank_dead")
     assert rec["serving_again_s"] > 0
+    # the catalogue (diagnose.explain, run by the worker's agent on the log it saved) names the cause
+    lines = journal(fleet, rec["t_fault"])
+    _t, stop = first_line(lines, "step=stop host=%s" % fleet.worker)
+    assert stop and stop.endswith("catalogue: rank_killed"), lines
+
+
+def test_persistent_fault_three_strikes_then_give_up(watched, tmp_path):
+    fleet = watched
+    # A fault that persists: the worker's rank spec carries a flag vLLM refuses, so every start of that rank
+    # exits (a bad local edit). The file is backed up and restored after the give-up.
+    spec = "/var/lib/dgxspark-vllm/rank.json"
+    node_sh(fleet.worker, "cp -p %s %s.test-backup" % (spec, spec))
+    node_sh(fleet.worker, "python3 -c \"import json; p='%s'; d=json.load(open(p)); "
+                          "d['spec']['command'].append('--no-such-flag'); json.dump(d, open(p, 'w'))\"" % spec)
+    try:
+        t0 = time.time()
+        node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container)
+        wait_for(lambda: head_sh(fleet, "test -f %s/gave-up.json" % STATE_DIR, check=False)[0] == 0, 1500, 5,
+                 "the give-up file")
+        t_gave_up = time.time()
+        _rc, out, _e = head_sh(fleet, "cat %s/gave-up.json" % STATE_DIR)
+        gave = json.loads(out)
+        assert "3 failed restarts in a row" in gave["reason"], gave
+        assert gave["strikes"] == 3 and gave["evidence"], gave
+        # the cause, through the catalogue's explain on the failed start (no entry matches a refused flag: the
+        # note says so and quotes the rank's last lines)
+        assert [d for d in gave["diagnosis"] if d.startswith("%s: rank 1 did not come up (exited): " % fleet.worker)
+                and "--no-such-flag" in d], gave
+        time.sleep(15)  # five cycles: no fourth attempt
+        lines = journal(fleet, t0)
+        attempts = [m for _t, m in lines if "action=restart_group stamp=" in m]
+        assert len(attempts) == 3, attempts
+        assert [m for _t, m in lines if "action=give_up" in m]
+        stamps = [m.split("stamp=")[1].split()[0] for m in attempts]
+        kept = dict((s, logs_saved(fleet, s)) for s in stamps)
+        # every attempt saved every rank it removed: both ranks on the first, then the worker's failed start
+        assert all(kept[stamps[0]][n] for n in fleet.nodes), kept
+        assert all(kept[s][fleet.worker] for s in stamps), kept
+        st = state(fleet)
+        assert st["mode"] == "gave_up" and st["strikes"] == 3
+        _rc, prom, _e = head_sh(fleet, "cat %s/dgxspark_vllm_watchdog.prom" % STATE_DIR)
+        assert "dgxspark_vllm_watchdog_gave_up 1" in prom
+    finally:
+        node_sh(fleet.worker, "mv %s.test-backup %s" % (spec, spec))
+    # The documented reset after the fix: the watchdog acts again and brings the group back.
+    t_reset = time.time()
+    run = start_playbook("playbooks/watchdog.yml", tmp_path, extravars={"vllm_watchdog_action": "reset"})
+    assert run.rc == 0, run.output[-4000:]
+    t_end, result = wait_restart_done(fleet, t_reset, 900)
+    assert "result=serving" in result, result
+    fleet.chat()
+    _record("watchdog_give_up", fault="worker rank spec with a flag vLLM refuses (persists)", verdict="rank_dead",
+           attempts=len(attempts), gave_up_s=round(t_gave_up - t0, 1), gave_up=gave, logs_kept=kept,
+           strikes=3, reset_to_serving_s=round(t_end - t_reset, 1))
 
 
 def _stop_engine(fleet, node, sig):
@@ -228,52 +296,76 @@ def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(wat
     rec = _restart_scenario(fleet, "wedged", lambda: None, "wedged")
     for node in fleet.nodes:
         set_gpu(fleet, node)
-    record("watchdog_long_prefill", fault="SIGSTOP on the worker's engine, GPU at 61.2 W", verdict="long_prefill",
+    _record("watchdog_long_prefill", fault="SIGSTOP on the worker's engine, GPU at 61.2 W", verdict="long_prefill",
            detected_s=round(t_lp - t_stop, 1), action="none", restarted=False)
     assert rec["verdict"] == "wedged"
 
 
-def test_persistent_fault_three_strikes_then_give_up(watched, tmp_path):
+def test_node_reboot_group_comes_back_in_order(watched):
+    """Restart the head's node container (a reboot): the watchdog starts at boot with it, waits until every
+    node answers and is ready, then restarts the whole group worker-first with no person."""
     fleet = watched
-    # A fault that persists: the worker's rank spec carries a flag vLLM refuses, so every start of that rank
-    # exits (a bad local edit). The file is backed up and restored after the give-up.
-    spec = "/var/lib/dgxspark-vllm/rank.json"
-    node_sh(fleet.worker, "cp -p %s %s.test-backup" % (spec, spec))
-    node_sh(fleet.worker, "python3 -c \"import json; p='%s'; d=json.load(open(p)); "
-                          "d['spec']['command'].append('--no-such-flag'); json.dump(d, open(p, 'w'))\"" % spec)
-    try:
-        t0 = time.time()
-        node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container)
-        wait_for(lambda: head_sh(fleet, "test -f %s/gave-up.json" % STATE_DIR, check=False)[0] == 0, 1500, 5,
-                 "the give-up file")
-        t_gave_up = time.time()
-        _rc, out, _e = head_sh(fleet, "cat %s/gave-up.json" % STATE_DIR)
-        gave = json.loads(out)
-        assert "3 failed restarts in a row" in gave["reason"], gave
-        assert gave["strikes"] == 3 and gave["evidence"], gave
-        time.sleep(15)  # five cycles: no fourth attempt
-        lines = journal(fleet, t0)
-        attempts = [m for _t, m in lines if "action=restart_group stamp=" in m]
-        assert len(attempts) == 3, attempts
-        assert [m for _t, m in lines if "action=give_up" in m]
-        stamps = [m.split("stamp=")[1].split()[0] for m in attempts]
-        kept = dict((s, logs_saved(fleet, s)) for s in stamps)
-        # every attempt saved every rank it removed: both ranks on the first, then the worker's failed start
-        assert all(kept[stamps[0]][n] for n in fleet.nodes), kept
-        assert all(kept[s][fleet.worker] for s in stamps), kept
-        st = state(fleet)
-        assert st["mode"] == "gave_up" and st["strikes"] == 3
-        _rc, prom, _e = head_sh(fleet, "cat %s/dgxspark_vllm_watchdog.prom" % STATE_DIR)
-        assert "dgxspark_vllm_watchdog_gave_up 1" in prom
-    finally:
-        node_sh(fleet.worker, "mv %s.test-backup %s" % (spec, spec))
-    # The documented reset after the fix: the watchdog acts again and brings the group back.
-    t_reset = time.time()
-    run = start_playbook("playbooks/watchdog.yml", tmp_path, extravars={"vllm_watchdog_action": "reset"})
-    assert run.rc == 0, run.output[-4000:]
-    t_end, result = wait_restart_done(fleet, t_reset, 900)
+    before = fleet.ranks()
+    t0 = time.time()
+    subprocess.run(["docker", "restart", fleet.head], check=True, capture_output=True, timeout=300)
+    t_up = time.time()
+    # the rebooted node's journal starts empty: the first result line after the boot ends the restart
+    t_end, result = wait_restart_done(fleet, t0, 900)
+    lines = journal(fleet, t0)
+    assert first_line(lines, "start nodes=")[0], lines
+    t_act, action = first_line(lines, "action=restart_group stamp=")
+    assert action and "head_down" in action, lines
     assert "result=serving" in result, result
+    after = fleet.ranks()
+    for node in fleet.nodes:
+        assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
+    assert after[fleet.worker]["started"] < after[fleet.head]["started"], after
+    starts = [m for _t, m in lines if m.startswith("step=start")]
+    assert [m.split()[1] for m in starts] == ["host=%s" % fleet.worker, "host=%s" % fleet.head], starts
+    # every node's readiness (rank spec, image, mounted files; swap, swappiness, MTU when the lane asks) was
+    # checked after the boot and before any rank was touched
+    ready = [(t, m) for t, m in lines if m.startswith("step=ready")]
+    assert sorted(m.split()[1] for _t, m in ready) == sorted("host=%s" % n for n in fleet.nodes), lines
+    assert all("rank_spec,image,files" in m for _t, m in ready), ready
+    assert max(t for t, _m in ready) <= first_line(lines, "step=stop")[0], lines
+    stamp = action.split("stamp=")[1].split()[0]
+    saved = logs_saved(fleet, stamp)
+    assert saved[fleet.worker], saved
     fleet.chat()
-    record("watchdog_give_up", fault="worker rank spec with a flag vLLM refuses (persists)", verdict="rank_dead",
-           attempts=len(attempts), gave_up_s=round(t_gave_up - t0, 1), gave_up=gave, logs_kept=kept,
-           strikes=3, reset_to_serving_s=round(t_end - t_reset, 1))
+    st = state(fleet)
+    assert st["strikes"] == 0 and st["last_restart_ok"] is True
+    _record("watchdog_reboot", fault="docker restart of the head's node container", verdict="head_down",
+           verdict_line=action, node_back_s=round(t_up - t0, 1), restart_started_s=round(t_act - t0, 1),
+           serving_again_s=round(t_end - t0, 1), logs_kept=saved, strikes=st["strikes"])
+
+
+def test_api_key_lane_canary_authenticates_and_a_healthy_group_is_left_alone(watched, tmp_path):
+    """A lane with an API key: site.yml (held watchdog) restarts the group with the key; the watchdog's canary
+    reads the head's key file and answers, a request without the key is refused, and nothing is restarted."""
+    fleet = watched
+    key = "wd-e2e-%d" % int(time.time())
+    run = start_playbook("site.yml", tmp_path / "key_on", extravars=dict(FAST, vllm_api_key=key))
+    assert run.rc == 0, run.output[-6000:]
+    try:
+        _rc, cfg, _e = head_sh(fleet, "cat /etc/dgxspark-vllm-watchdog/watchdog.json")
+        assert json.loads(cfg)["api_key_file"] == "/etc/dgxspark-vllm/api-key"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            http_json(fleet.base_url + "/v1/models", timeout=30)
+        assert refused.value.code == 401
+        before = fleet.ranks()
+        t0 = time.time()
+        time.sleep(20)
+        lines = journal(fleet, t0)
+        verdicts = [m for _t, m in lines if m.startswith("verdict=")]
+        assert len(verdicts) >= 4, lines
+        assert all("action=none" in m for m in verdicts), verdicts
+        assert all("canary=canary answered" in m for m in verdicts), verdicts
+        assert not [m for _t, m in lines if "action=restart_group" in m], lines
+        after = fleet.ranks()
+        assert [(after[n]["id"], after[n]["started_at"]) for n in fleet.nodes] == \
+            [(before[n]["id"], before[n]["started_at"]) for n in fleet.nodes]
+        _record("watchdog_api_key", fault="none (a lane with an API key)", verdicts=sorted(set(
+            m.split()[0] for m in verdicts)), cycles=len(verdicts), restarted=False)
+    finally:
+        back = start_playbook("site.yml", tmp_path / "key_off", extravars=FAST)
+        assert back.rc == 0, back.output[-6000:]
