@@ -136,7 +136,8 @@ FIX_FILE_SCHEMA = _obj({
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
     # applies to, and an explicit override of the "different version in the image" refusal.
     "base_sha256": _t(["string", "null"], pattern=r"^[0-9a-f]{64}$"),
-    "images": _list(_s(pattern=IMAGE_REF)),
+    "images": _list(_s("an image reference, a registry digest sha256:<64 hex>, or vllm==<version>",
+                       pattern=r"^(?:sha256:[0-9a-f]{64}|vllm==[0-9A-Za-z.+_-]+)$|" + IMAGE_REF)),
     "override": _BOOL,
 }, required=("name", "src", "sha256", "container_path"))
 
