@@ -13,6 +13,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     ImageError,
     check_build_chain,
     check_expected_digest,
+    check_expected_packages,
     check_fix_image,
     check_fix_in_container,
     check_fix_mounts,
@@ -50,6 +51,10 @@ def image_identity(per_host, reference_host, reference):
         return compare_identity(_mapping(per_host, "image_identity"), reference_host, reference)
     except ImageError as exc:
         raise AnsibleFilterError(str(exc))
+
+
+def image_package_pin_errors(per_host, reference, expected=None):
+    return check_expected_packages(_mapping(per_host, "image_package_pin_errors"), reference, expected or {})
 
 
 def image_build_chain_errors(stages, texts, reference):
@@ -93,6 +98,7 @@ class FilterModule(object):
             "image_hosts_needing": image_hosts_needing,
             "image_digest_pin_errors": image_digest_pin_errors,
             "image_identity": image_identity,
+            "image_package_pin_errors": image_package_pin_errors,
             "image_build_chain_errors": image_build_chain_errors,
             "kernel_fix_source_errors": kernel_fix_source_errors,
             "kernel_fix_image_check": kernel_fix_image_check,

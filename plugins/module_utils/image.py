@@ -366,6 +366,32 @@ def compare_identity(per_host, reference_host, reference):
     return {"basis": basis, "by_host": by_host, "digests": digests, "problems": problems}
 
 
+def check_expected_packages(per_host, reference, expected):
+    """The lane's image.expected_packages ({distribution: version}) against every rank's probe.
+
+    A dependency install can move a transitive pin without a word: the FlashInfer nightly took
+    nvidia-nccl-cu13 from 2.30.7 to 2.29.7 and the next rendezvous died in ncclCommInitRank (catalogue
+    nccl_version_skew). The probe must list these distributions (image.fingerprint_packages gets them added).
+    Returns problems shaped like compare_fingerprints'.
+    """
+    problems = []
+    for host in sorted(per_host):
+        probe = per_host[host] or {}
+        if not probe.get("present"):
+            continue  # compare_fingerprints names an absent image
+        for name in sorted(expected or {}):
+            want = str(expected[name])
+            got = (probe.get("packages") or {}).get(name)
+            if got == want:
+                continue
+            problems.append({
+                "host": host, "item": "package " + name, "expected": want, "actual": got, "reference": "lane",
+                "msg": "%s: %s in image %s is %s, the lane expects %s (image.expected_packages); a dependency install "
+                       "moved it. Fix: rebuild the image pinning %s==%s, or update the pin after validating the "
+                       "image" % (host, name, reference, got or "not installed", want, name, want)})
+    return problems
+
+
 # ---------------------------------------------------------------- build chain (mode build)
 
 _ARG_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")

@@ -190,6 +190,10 @@ LANE_SCHEMA = _obj({
         "expected_fingerprint": _t(["string", "null"]),
         "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
         "fingerprint_packages": _list(_s(pattern=TOKEN)),
+        # versions a dependency install must not move (catalogue nccl_version_skew)
+        "expected_packages": {"type": ["object", "null"], "propertyNames": {"pattern": TOKEN},
+                              "additionalProperties": _s("a version as the distribution reports it, e.g. \"2.30.7\"",
+                                                         pattern=r"^\S+$")},
         "vllm_pkg_dir": _path("vllm_pkg_dir"),
         "size_gib": _t("number", minimum=0),
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)

