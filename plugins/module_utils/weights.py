@@ -319,6 +319,12 @@ def manifest_sha256(manifest):
     return hashlib.sha256(canonical(manifest).encode("utf-8")).hexdigest()
 
 
+def artifact_sha256s(manifest):
+    """{artifact: sha256 of its canonical manifest entry} (checkpoint, drafter): one value per directory for
+    the report, equal on every rank that verified against the same owner manifest."""
+    return dict((name, manifest_sha256(art)) for name, art in sorted((manifest.get("artifacts") or {}).items()))
+
+
 def _problem(node, artifact, rel, item, expected, actual, fix):
     return {"node": node, "artifact": artifact, "file": rel, "item": item,
             "expected": expected, "actual": actual, "fix": fix}

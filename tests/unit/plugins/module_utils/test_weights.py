@@ -440,3 +440,24 @@ def test_vision_on_from_the_lane_files():
     assert w.vision_on({"limit_mm_per_prompt": {"image": {"count": 1}}}) == "serve.limit_mm_per_prompt allows image: 1"
     assert w.vision_on({"chat_template": "/models/x/chat_template_mm.jinja"}) == \
         "serve.chat_template is /models/x/chat_template_mm.jinja"
+
+
+def test_artifact_hashes_for_the_report(tmp_path):
+    # per directory: the sha256 of its canonical manifest entry, the same on every rank that verified against it
+    ck, dr = str(tmp_path / "ck"), str(tmp_path / "dr")
+    make_checkpoint(ck)
+    make_checkpoint(dr, shards=1)
+    manifest = w.build_manifest({"checkpoint": {"root": ck}, "drafter": {"root": dr, "hash_all": True}})
+    got = w.artifact_sha256s(manifest)
+    assert sorted(got) == ["checkpoint", "drafter"]
+    assert got["checkpoint"] == hashlib.sha256(w.canonical(manifest["artifacts"]["checkpoint"]).encode()).hexdigest()
+    assert got["drafter"] != got["checkpoint"]
+    # one changed byte in a drafter shard (hashed) moves only the drafter's value
+    shard = os.path.join(dr, "model-00001-of-00001.safetensors")
+    with open(shard, "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    again = w.artifact_sha256s(w.build_manifest({"checkpoint": {"root": ck}, "drafter": {"root": dr, "hash_all": True}}))
+    assert again["checkpoint"] == got["checkpoint"] and again["drafter"] != got["drafter"]
