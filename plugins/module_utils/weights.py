@@ -211,6 +211,29 @@ def hub_sha256_problems(hub_files, local, node, repo_id, revision):
     return problems
 
 
+# --------------------------------------------------------------------------- full verification
+
+def full_hash_problems(owner_hashes, node_hashes, node, owner):
+    """Opt-in full verification: every file's sha256 on a node against the owner's (both hashed in the same
+    run). owner_hashes / node_hashes: {"<artifact>/<file>": sha256 or None (absent)}. Returns problems shaped like
+    verify_artifact's, one per file whose bytes differ or that is missing on either side."""
+    problems = []
+    for key in sorted(owner_hashes):
+        artifact, _sep, rel = key.partition("/")
+        want, got = owner_hashes[key], node_hashes.get(key)
+        if want is None:
+            problems.append(_problem(owner, artifact, rel, "present", "file", "missing",
+                                     "the owner lost it since its manifest was written: run model_weights again"))
+        elif got is None:
+            problems.append(_problem(node, artifact, rel, "present", "file", "missing", "copy it from the owner "
+                                     "(run model_weights again)"))
+        elif got != want:
+            problems.append(_problem(node, artifact, rel, "sha256", want, got,
+                                     "its size matches the owner's %s but its bytes do not: delete it on %s and run "
+                                     "model_weights again (the copy takes it from the owner)" % (owner, node)))
+    return problems
+
+
 # --------------------------------------------------------------------------- manifest
 
 def _is_weight(relpath):
