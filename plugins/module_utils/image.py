@@ -593,10 +593,10 @@ def fix_selector_matches(selector, image_ref, probe):
 
 def _image_identity_text(probe):
     digests = sorted(_image_digests(probe))
-    vllm = ", ".join("%s %s" % (d, (probe.get("packages") or {}).get(d)) for d in VLLM_DISTS
-                     if (probe.get("packages") or {}).get(d))
-    return "registry digest %s; %s" % (", ".join(digests) or "none (built or loaded here)",
-                                        vllm or "no vllm distribution found")
+    packages = probe.get("packages") or {}
+    vllm = ", ".join("%s %s" % (d, packages[d]) for d in VLLM_DISTS if packages.get(d))
+    shown = ", ".join(digests) or "none (built or loaded here)"
+    return "registry digest %s; %s" % (shown, vllm or "no vllm distribution found")
 
 
 def vouched_probe(probe, peer_host=None, peer_probe=None):
