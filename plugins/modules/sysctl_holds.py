@@ -90,7 +90,7 @@ errors:
   type: list
   elements: str
 msg:
-  description: One line saying the kernel's value and which file decides it.
+  description: One line saying the kernel's value and which file decides it; on failure, the errors.
   returned: always
   type: str
 """
@@ -104,7 +104,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.sysctl_state import 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            key=dict(type="str", default="vm.swappiness"),
+            key=dict(type="str", default="vm.swappiness", no_log=False),
             value=dict(type="str", required=True),
             file=dict(type="path", required=True),
             judged=dict(type="bool", default=True),
@@ -117,7 +117,8 @@ def main():
     v.pop("check", None)
     v.pop("key", None)
     if not v["ok"]:
-        module.fail_json(changed=False, **dict(v, msg="; ".join(v["errors"])))
+        v["msg"] = "; ".join(v["errors"])
+        module.fail_json(changed=False, **v)
     module.exit_json(changed=False, **v)
 
 
