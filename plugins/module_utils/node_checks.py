@@ -504,6 +504,28 @@ def sysctl_effective_verdict(host, key, want, effective, applied):
             % (host, key, effective or "unreadable", want))
 
 
+def sysctl_holds_verdict(host, key, want, ours, effective, grep_text, judged=True):
+    """The one check that a sysctl value holds, for node_prep after writing it, after a reboot, and for the
+    watchdog's boot path: the file that decides it at boot (sysctl_overrides) and the kernel's value
+    (sysctl_effective_verdict). Returns {check, key, ok, effective, decides, value, errors, msg}.
+    An override in /etc/sysctl.conf is an error here too: node_prep disables that line, so finding it
+    again means someone restored it."""
+    v = sysctl_overrides(host, key, want, ours, grep_text)
+    errors = list(v["errors"])
+    if v["sysctl_conf"]:
+        errors.append("%s: /etc/sysctl.conf sets %s = %s and is applied after every sysctl.d file, so the node "
+                      "gets %s after a reboot. Fix: re-run node_prep (it disables that line, keeping a backup)"
+                      % (host, key, v["sysctl_conf"]["value"], v["sysctl_conf"]["value"]))
+    eff = sysctl_effective_verdict(host, key, want, effective, judged)
+    if eff:
+        errors.append(eff)
+    effective = str(effective).strip()
+    msg = ("%s: %s is %s in the kernel (%s), %s decides it at boot"
+           % (host, key, effective or "unreadable", "judged" if judged else "not judged", v["decides"] or "no file"))
+    return {"check": "sysctl %s" % key, "key": key, "ok": not errors, "effective": effective,
+            "decides": v["decides"], "value": v["value"], "errors": errors, "msg": msg}
+
+
 def swap_verdict(host, meminfo, required):
     """Refusal when the lane requires swap and SwapTotal is 0 (docs/node-prep.md); else None."""
     total = meminfo.get("SwapTotal")

@@ -150,6 +150,90 @@ def is_complete(root, repo_id, revision, marker_name=".dgxspark-fetch.json"):
     return True
 
 
+# --------------------------------------------------------------------------- the hub's own sha256
+
+def _field(obj, *names):
+    for n in names:
+        if isinstance(obj, dict):
+            if obj.get(n) is not None:
+                return obj[n]
+        elif getattr(obj, n, None) is not None:
+            return getattr(obj, n)
+    return None
+
+
+def hub_lfs_files(entries):
+    """{path: {sha256, size}} for the LFS files among hub metadata entries.
+
+    Takes what huggingface_hub returns - ModelInfo.siblings (RepoSibling: rfilename, lfs.sha256) with
+    files_metadata=True, or get_paths_info's RepoFile (path, lfs.sha256) - and the raw API JSON behind them
+    (/api/models/<repo>/revision/<rev>?blobs=true: siblings[].lfs.sha256; paths-info/tree: lfs.oid).
+    Files kept in git (config, tokenizer) have no LFS record and are not listed.
+    """
+    out = {}
+    for e in entries or []:
+        lfs = _field(e, "lfs")
+        if not lfs:
+            continue
+        name = _field(e, "rfilename", "path")
+        sha = _field(lfs, "sha256", "oid")
+        size = _field(lfs, "size")
+        if not name or not sha:
+            continue
+        out[name] = {"sha256": str(sha).lower(), "size": int(size) if size is not None else None}
+    return out
+
+
+def hub_sha256_problems(hub_files, local, node, repo_id, revision):
+    """The owner's copy against the hub's sha256 of each LFS file at the pinned revision.
+
+    hub_files: hub_lfs_files(...); local: {path: {sha256, size}}, or None for a file the owner lacks
+    (a file outside the allow patterns is simply not in `local`). Returns problems shaped like
+    verify_artifact's, with a fix; empty when every LFS file the owner holds is the hub's bytes.
+    """
+    problems = []
+    where = "%s@%s" % (repo_id, revision)
+    for rel in sorted(hub_files):
+        if rel not in local:
+            continue
+        want, got = hub_files[rel], local[rel]
+        if got is None:
+            problems.append(_problem(node, "checkpoint", rel, "present", "file", "missing",
+                                     "run model_weights again: the fetch resumes and downloads %s of %s" % (rel, where)))
+        elif want.get("size") is not None and got.get("size") != want["size"]:
+            problems.append(_problem(node, "checkpoint", rel, "size", want["size"], got.get("size"),
+                                     "the owner's copy is not the hub's file of %s: delete it and run model_weights "
+                                     "again (the fetch resumes); no rank receives it meanwhile" % where))
+        elif got.get("sha256") != want["sha256"]:
+            problems.append(_problem(node, "checkpoint", rel, "sha256", want["sha256"], got.get("sha256"),
+                                     "the owner's copy is not the hub's file of %s: delete it and run model_weights "
+                                     "again (the fetch resumes); no rank receives it meanwhile" % where))
+    return problems
+
+
+# --------------------------------------------------------------------------- full verification
+
+def full_hash_problems(owner_hashes, node_hashes, node, owner):
+    """Opt-in full verification: every file's sha256 on a node against the owner's (both hashed in the same
+    run). owner_hashes / node_hashes: {"<artifact>/<file>": sha256 or None (absent)}. Returns problems shaped like
+    verify_artifact's, one per file whose bytes differ or that is missing on either side."""
+    problems = []
+    for key in sorted(owner_hashes):
+        artifact, _sep, rel = key.partition("/")
+        want, got = owner_hashes[key], node_hashes.get(key)
+        if want is None:
+            problems.append(_problem(owner, artifact, rel, "present", "file", "missing",
+                                     "the owner lost it since its manifest was written: run model_weights again"))
+        elif got is None:
+            problems.append(_problem(node, artifact, rel, "present", "file", "missing", "copy it from the owner "
+                                     "(run model_weights again)"))
+        elif got != want:
+            problems.append(_problem(node, artifact, rel, "sha256", want, got,
+                                     "its size matches the owner's %s but its bytes do not: delete it on %s and run "
+                                     "model_weights again (the copy takes it from the owner)" % (owner, node)))
+    return problems
+
+
 # --------------------------------------------------------------------------- manifest
 
 def _is_weight(relpath):
@@ -256,6 +340,12 @@ def canonical(manifest):
 
 def manifest_sha256(manifest):
     return hashlib.sha256(canonical(manifest).encode("utf-8")).hexdigest()
+
+
+def artifact_sha256s(manifest):
+    """{artifact: sha256 of its canonical manifest entry} (checkpoint, drafter): one value per directory for
+    the report, equal on every rank that verified against the same owner manifest."""
+    return dict((name, manifest_sha256(art)) for name, art in sorted((manifest.get("artifacts") or {}).items()))
 
 
 def _problem(node, artifact, rel, item, expected, actual, fix):

@@ -23,8 +23,14 @@ description:
     C(.dgxspark-fetch.json) plus every shard named by the index, non-empty) is not downloaded again.
   - Needs the C(huggingface_hub) Python package on the node running it (for example a virtualenv
     chosen with C(ansible_python_interpreter)).
-  - Not exercised against the Hub in this project's CI (no Hub access); the argument building and
-    refusals are unit-tested with C(huggingface_hub) mocked.
+  - With O(verify_sha256), after the fetch (or on a finished one) the hub's own sha256 of every LFS file
+    at O(revision) (C(HfApi.model_info) with C(files_metadata=True)) is compared with this node's copy
+    before any other node receives it; a mismatch fails naming the file, both sha256 and the fix.
+    Files already verified are not hashed again while their size and mtime stay the same (cache
+    C(.dgxspark-hub-sha256.json) in O(local_dir)).
+  - Not exercised against the Hub in this project's CI (no Hub access); the argument building,
+    refusals and the sha256 comparison on the hub's metadata shapes are unit-tested, the hub call
+    itself is untested here.
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 requirements:
@@ -57,6 +63,10 @@ options:
     description: Parallel downloads.
     type: int
     default: 8
+  verify_sha256:
+    description: Compare every LFS file with the hub's sha256 at O(revision) (reads every shard once).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
@@ -94,8 +104,15 @@ allow_patterns:
   returned: always
   type: list
   elements: str
+hub_sha256:
+  description: >-
+    With O(verify_sha256), C(checked) (number of LFS files compared), C(hashed) (those read in this run),
+    C(files) (path -> sha256 the hub gives) and C(problems) (node, artifact, file, item, expected, actual, fix).
+  returned: when O(verify_sha256) is true and not in check mode before a download
+  type: dict
 """
 
+import fnmatch
 import json
 import os
 import traceback
@@ -103,9 +120,11 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact, secret_problem
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
-    DEFAULT_ALLOW_PATTERNS, WeightsError, fetch_marker, is_complete, snapshot_kwargs)
+    DEFAULT_ALLOW_PATTERNS, WeightsError, fetch_marker, format_problems, hub_lfs_files, hub_sha256_problems,
+    is_complete, sha256_file, snapshot_kwargs)
 
 MARKER = ".dgxspark-fetch.json"
+HUB_CACHE = ".dgxspark-hub-sha256.json"
 
 HF_IMPORT_ERROR = None
 try:
@@ -113,6 +132,58 @@ try:
 except ImportError:
     huggingface_hub = None
     HF_IMPORT_ERROR = traceback.format_exc()
+
+
+def _local_hashes(local_dir, names, patterns, write_cache):
+    """{path: {sha256, size}} (None = missing) for the hub's LFS files the fetch would take; unchanged
+    files (same size and mtime as in the cache) are not read again. Returns (local, hashed)."""
+    cache_path = os.path.join(local_dir, HUB_CACHE)
+    try:
+        with open(cache_path) as f:
+            cache = json.load(f)
+    except (IOError, OSError, ValueError):
+        cache = {}
+    local, hashed, new_cache = {}, [], {}
+    for rel in sorted(names):
+        if not any(fnmatch.fnmatch(rel, pat) for pat in patterns):
+            continue
+        path = os.path.join(local_dir, rel)
+        if not os.path.isfile(path):
+            local[rel] = None
+            continue
+        st = os.stat(path)
+        key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        old = cache.get(rel) or {}
+        if old.get("size") == key["size"] and old.get("mtime_ns") == key["mtime_ns"] and old.get("sha256"):
+            digest = old["sha256"]
+        else:
+            digest = sha256_file(path)
+            hashed.append(rel)
+        local[rel] = {"sha256": digest, "size": st.st_size}
+        new_cache[rel] = dict(key, sha256=digest)
+    if write_cache and new_cache != cache:
+        with open(cache_path, "w") as f:
+            json.dump(new_cache, f, sort_keys=True)
+    return local, hashed
+
+
+def _verify_hub(module, p, revision, result):
+    try:
+        info = huggingface_hub.HfApi().model_info(p["repo_id"], revision=revision, files_metadata=True,
+                                                  token=p["token"] or None)
+    except Exception as e:  # the hub raises many types; never print the token
+        module.fail_json(msg="hub metadata of %s@%s could not be read to check the owner's copy: %s; fix the "
+                         "network or token, or set model_weights_hub_verify: false" % (
+                             p["repo_id"], revision, redact(str(e), p["token"])), **result)
+    hub = hub_lfs_files(info.siblings)
+    local, hashed = _local_hashes(p["local_dir"], hub, p["allow_patterns"], not module.check_mode)
+    node = os.uname()[1]
+    problems = hub_sha256_problems(hub, local, node, p["repo_id"], revision)
+    result["hub_sha256"] = dict(checked=len([r for r in local if local[r]]), hashed=hashed,
+                                files=dict((r, hub[r]["sha256"]) for r in local), problems=problems)
+    if problems:
+        module.fail_json(msg="the owner's copy differs from the hub at %s@%s, so it is not copied to any rank: %s"
+                         % (p["repo_id"], revision, format_problems(problems)), **result)
 
 
 def main():
@@ -125,6 +196,7 @@ def main():
             allow_patterns=dict(type="list", elements="str", default=list(DEFAULT_ALLOW_PATTERNS)),
             token=dict(type="str", no_log=True),
             max_workers=dict(type="int", default=8),
+            verify_sha256=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -139,6 +211,10 @@ def main():
         module.fail_json(msg=str(e))
     result = dict(revision=kwargs["revision"], allow_patterns=kwargs["allow_patterns"])
     if is_complete(p["local_dir"], p["repo_id"], kwargs["revision"], MARKER):
+        if p["verify_sha256"]:
+            if huggingface_hub is None:
+                module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
+            _verify_hub(module, p, kwargs["revision"], result)
         module.exit_json(changed=False, fetched=False, **result)
     if module.check_mode:
         module.exit_json(changed=True, fetched=True, **result)
@@ -152,6 +228,8 @@ def main():
             p["repo_id"], kwargs["revision"], p["local_dir"], redact(str(e), p["token"])), **result)
     with open(os.path.join(p["local_dir"], MARKER), "w") as f:
         json.dump(fetch_marker(p["repo_id"], kwargs["revision"]), f)
+    if p["verify_sha256"]:
+        _verify_hub(module, p, kwargs["revision"], result)
     module.exit_json(changed=True, fetched=True, **result)
 
 

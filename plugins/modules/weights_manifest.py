@@ -115,6 +115,11 @@ sha256:
   description: sha256 of the canonical JSON of the manifest (the fact C(model_weights_manifest_sha256)).
   returned: always
   type: str
+artifact_sha256:
+  description: Per directory (C(checkpoint), C(drafter)), the sha256 of its canonical manifest entry (the report's per-rank values).
+  returned: always
+  type: dict
+  sample: {"checkpoint": "5b1f...", "drafter": "c03e..."}
 problems:
   description: Differences found, each with node, artifact, file, item (present, size, sha256, mode), expected, actual, fix.
   returned: always
@@ -146,7 +151,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
-    ORIG_SUFFIX, WeightsError, build_manifest, canonical, fix_modes, format_problems, manifest_sha256,
+    ORIG_SUFFIX, WeightsError, artifact_sha256s, build_manifest, canonical, fix_modes, format_problems, manifest_sha256,
     mode_problems, transfer_plan, verify_manifest, walk_tree)
 
 
@@ -203,7 +208,8 @@ def _write(module, roots, node):
             f.write(text)
         os.chmod(tmp, 0o644)
         module.atomic_move(tmp, p["manifest_path"])
-    module.exit_json(changed=changed, manifest=manifest, sha256=digest, problems=mode_left, plan={},
+    module.exit_json(changed=changed, manifest=manifest, sha256=digest, artifact_sha256=artifact_sha256s(manifest),
+                     problems=mode_left, plan={},
                      modes_fixed=fixed, stale_backups=[], diff={"before": {"sha256": before}, "after": {"sha256": digest}})
 
 
@@ -219,6 +225,7 @@ def _verify(module, roots, node):
     stale = sorted(os.path.join(roots[name], rel + ORIG_SUFFIX) for name, rels in plan.items()
                    for rel in rels if name in roots and os.path.isfile(os.path.join(roots[name], rel + ORIG_SUFFIX)))
     result = dict(changed=bool(fixed), manifest=expected, sha256=manifest_sha256(expected),
+                  artifact_sha256=artifact_sha256s(expected),
                   problems=problems, plan=plan, modes_fixed=fixed, stale_backups=stale)
     if problems and p["fail_on_mismatch"]:
         module.fail_json(msg="weights differ from the owner's manifest before launch: %s"

