@@ -92,6 +92,12 @@ options:
   node:
     description: Inventory name of this host, prefixed to every C(boot_findings) message.
     type: str
+  proc_root:
+    description:
+      - I(mode=wait) the C(/proc) tree read when a rank exited 137 without the kernel's OOM flag; a userspace OOM
+        killer found among its processes is named in the failure (catalogue userspace_oom_killer).
+    type: path
+    default: /proc
   log_tail:
     description: Number of log lines read each wait cycle to find the phase and the failure line.
     type: int
@@ -319,6 +325,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact, secret_problem
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+from ansible_collections.dgxspark.vllm.plugins.module_utils import node_checks as NC
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
 
@@ -435,6 +442,11 @@ def fail_stopped(module, state, start, health_status=None):
     else:
         what = "container %s is %s (exit code %s, OOMKilled %s)" % (
             state["name"], state["status"], state.get("exit_code"), state.get("oom_killed"))
+        if state.get("exit_code") == 137 and not state.get("oom_killed"):
+            # killed from outside: a userspace OOM killer on this node is the first suspect (catalogue userspace_oom_killer)
+            note = NC.oom_killer_note(NC.read_oom_killers(p["proc_root"]))
+            if note:
+                what += "; %s" % note
     msg = ("rank %s: %s. Reason class: %s (%s). %s%s Fix: %s [%s]. Last %d log lines:\n%s"
            % (p["rank"], what, failure["reason_class"], failure["signature"],
               ("Cause: %s " % failure["cause"]) if failure.get("cause") else "",
@@ -649,6 +661,7 @@ def main():
             poll_s=dict(type="float", default=3),
             read_boot=dict(type="bool", default=False),
             rdma_expected=dict(type="bool", default=False),
+            proc_root=dict(type="path", default="/proc"),
             node=dict(type="str"),
             log_tail=dict(type="int", default=2000),
             last_lines=dict(type="int", default=25),

@@ -347,3 +347,23 @@ def test_smoke_corruption_probe_counts_per_pass(api):
     assert "LibertAIDAI/GLM-5.3-Flash-NVFP4" in res["msg"]
     probes = [r["body"] for r in state.seen if r["body"] and r["body"].get("max_tokens") == 50]
     assert len(probes) == 3 and all(b["temperature"] == 0 and not b.get("stream") for b in probes)
+
+
+def test_wait_exit_137_without_oom_flag_names_the_userspace_oom_killer(docker, tmp_path):
+    """catalogue userspace_oom_killer: docker says exit 137, OOMKilled false; systemd-oomd runs on the node."""
+    state = json.loads(read_fixture("health", "sim-cpu", "rank1-killed.state.json"))
+    assert state["ExitCode"] == 137 and state["OOMKilled"] is False
+    docker(running=False, exit_code=137, oom=False, log=read_fixture("health", "sim-cpu", "rank1-killed.log"))
+    proc = tmp_path / "proc"
+    for pid, name in ((1, "systemd"), (388, "systemd-oomd")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "proc_root": str(proc)})
+    assert failed
+    assert ("container vllm_rank is exited (exit code 137, OOMKilled False); systemd-oomd runs on this node and "
+            "kills processes from outside the kernel") in res["msg"]
+    # without one the message stays as it was
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "proc_root": str(tmp_path / "none")})
+    assert failed and "OOMKilled False). Reason class" in res["msg"]
