@@ -6,11 +6,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documentation: nccl_env.yml, rdma_fabric_plan.yml and nccl_hca_parse.yml beside this file (one per filter).
+# Documentation: nccl_env.yml, rdma_fabric_plan.yml, nccl_hca_parse.yml and rdma_fabric_netplan.yml beside this file
+# (one per filter).
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils.rdma import (
-    RdmaError, expand_nccl_ib_hca, nccl_env, parse_nccl_ib_hca, plan_fabric)
+    RdmaError, expand_nccl_ib_hca, nccl_env, netplan_fabric, parse_nccl_ib_hca, plan_fabric)
 
 
 def _plain(value):
@@ -61,6 +62,16 @@ def nccl_hca_parse_filter(value, hcas=None):
         raise AnsibleFilterError('nccl_hca_parse: %s' % e)
 
 
+def rdma_fabric_netplan_filter(facts, netdevs, mtu, addresses=False, host=None):
+    if not isinstance(facts, dict) or 'netdevs' not in facts:
+        raise AnsibleFilterError('rdma_fabric_netplan: input must be the rdma_facts of one host (%s)'
+                                 % (host or 'unknown host'))
+    try:
+        return netplan_fabric(_plain(facts), _plain(netdevs) or [], int(mtu) if mtu else None, bool(addresses))
+    except (RdmaError, ValueError) as e:
+        raise AnsibleFilterError('rdma_fabric_netplan on %s: %s' % (host or 'unknown host', e))
+
+
 # nccl_hca_parse is public for operators checking an NCCL_IB_HCA value by hand (docs/rdma.md section 4); the roles
 # build the value themselves through nccl_env.
 class FilterModule(object):
@@ -69,4 +80,5 @@ class FilterModule(object):
             'nccl_env': nccl_env_filter,
             'rdma_fabric_plan': rdma_fabric_plan_filter,
             'nccl_hca_parse': nccl_hca_parse_filter,
+            'rdma_fabric_netplan': rdma_fabric_netplan_filter,
         }

@@ -14,6 +14,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     cache_host_dirs,
     disk_needs,
     node_checks,
+    node_warnings,
     parse_meminfo,
     swap_cycle_plan,
     swap_verdict,
@@ -41,6 +42,10 @@ def node_preflight_checks(node, lane_spec, host):
     _mapping("node_preflight_checks", "preflight_node", node)
     _mapping("node_preflight_checks", "vllm_lane_spec", lane_spec)
     return _guard("node_preflight_checks", node_checks, str(host), node, lane_spec)
+
+
+def node_preflight_warnings(node, host):
+    return node_warnings(str(host), _mapping("node_preflight_warnings", "preflight_node", node))
 
 
 def node_utilization_verdict(nodes, requested, margin_gib=0):
@@ -85,6 +90,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "node_preflight_checks": node_preflight_checks,
+            "node_preflight_warnings": node_preflight_warnings,
             "node_utilization_verdict": node_utilization_verdict,
             "node_disk_needs": node_disk_needs,
             "node_cache_dirs": node_cache_dirs,

@@ -294,6 +294,19 @@ CATALOGUE = [
         "refs": ["G04"],
     },
     {
+        "id": "nccl_socket_fallback",
+        "class": "collective_init",
+        "title": "NCCL runs on sockets although the lane passes RDMA",
+        "matchers": {"log": [r"NCCL INFO (?:NET/Socket\s*: Using|Using network Socket\b)"]},
+        "cause": "NCCL found no usable IB device in the container (no /dev/infiniband, no memlock, or an HCA "
+                 "filter that matches nothing) and chose the socket transport; the group serves at a fraction "
+                 "of the fabric bandwidth.",
+        "fix": "Run the ranks with --device /dev/infiniband, --ulimit memlock=-1 and --cap-add IPC_LOCK, check "
+               "NCCL_IB_HCA against the Up HCAs, and require a 'NET/IB : Using' line at NCCL_DEBUG=INFO.",
+        "source": ["getainode/ainode runbook (NET/Socket at 1.2 GB/s on two Sparks)"],
+        "refs": [],
+    },
+    {
         "id": "nccl_version_skew",
         "class": "collective_init",
         "title": "NCCL downgraded inside the image",
@@ -631,6 +644,19 @@ CATALOGUE = [
         "refs": ["G19", "G#37", "C.4"],
     },
     # ---------------------------------------------------------------- API behaviour
+    {
+        "id": "token_corruption",
+        "class": "weights",
+        "title": "the engine emits corrupted token ids (U+FFFD in the output)",
+        "matchers": {"api": [u"\ufffd"]},
+        "cause": "ModelOpt-quantized NVFP4 builds of GLM-5.3-Flash emit intermittent corrupted token ids that decode "
+                 "to U+FFFD; nearly invisible in English, they break a tool call's markup when they land inside it.",
+        "fix": "Serve the compressed-tensors checkpoint (RedHatAI/GLM-5.3-Flash-NVFP4, the lanes named *_ct); keep "
+               "the corruption probe (health.corruption_probe) in the full health gate.",
+        "source": ["tonyd2wild/GLM-5.3-Flash-NVFP4-DFlash2-2x-DGX-Spark README (U+FFFD 4 / 9 / 8 vs 0 / 0 / 0)",
+                   "vllm-project/vllm issue #54150"],
+        "refs": [],
+    },
     {
         "id": "tool_parser_zero_arg",
         "class": "api",

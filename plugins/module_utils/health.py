@@ -192,6 +192,14 @@ _USAGE_RE = re.compile(r"Actual usage is (?P<consumed>[\d.]+) GiB for consumed m
 _GRAPH_RE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>[\d.]+) GiB")
 _AUX_RE = re.compile(r"auxiliary layers from [^:]*: \((?P<t>[\d,\s]+)\)")
 _COMPILE_RE = re.compile(r"\(compilation: (?P<s>[\d.]+) s\)")
+# G10: on unified memory the graph-capture estimate can come out negative and enlarge the KV pool
+# (catalogue negative_cuda_graph_estimate); the same log prints the pin that would fit.
+_GRAPH_EST_RE = re.compile(r"Estimated CUDA graph memory: (?P<v>-?[\d.]+) GiB")
+_PIN_RE = re.compile(r"--kv-cache-memory=(?P<b>\d+)")
+# G04: NCCL's NET line (NCCL_DEBUG=INFO) names the transport; the plugin failure prints at WARN too
+# (catalogue nccl_no_net_plugin, nccl_socket_fallback).
+_NET_RE = re.compile(r"NET/(?P<a>IB|Socket)\s*: Using|Using network (?P<b>IB|Socket)\b")
+_NO_NET_RE = re.compile(r"Failed to initialize any NET plugin")
 
 
 def parse_boot_log(text):
@@ -209,7 +217,8 @@ def parse_boot_log(text):
     out.update({"max_concurrency": None, "model_loading": None, "compilation_s": None,
                 "free_memory_on_startup": None, "kv_cache_memory_suggestion": None, "memory_usage": None,
                 "graph_capture": None, "aux_layers": None, "startup_complete": False,
-                "kv_by_rank": {}})
+                "kv_by_rank": {}, "cuda_graph_estimate_gib": None, "kv_cache_memory_pin_bytes": None,
+                "nccl_net": None})
     ranks = set()
     for line in split_log_lines(text):
         rank = line_rank(line)
@@ -256,8 +265,58 @@ def parse_boot_log(text):
             out["aux_layers"] = [int(x) for x in m.group("t").replace(" ", "").split(",") if x]
         if "Application startup complete" in line:
             out["startup_complete"] = True
+        m = _GRAPH_EST_RE.search(line)
+        if m:
+            out["cuda_graph_estimate_gib"] = float(m.group("v"))
+        m = _PIN_RE.search(line)
+        if m and out["kv_cache_memory_pin_bytes"] is None:
+            out["kv_cache_memory_pin_bytes"] = int(m.group("b"))
+        m = _NET_RE.search(line)
+        if m and (out["nccl_net"] or {}).get("transport") != "Socket":
+            out["nccl_net"] = {"transport": m.group("a") or m.group("b"), "line": line.strip()}
+        if _NO_NET_RE.search(line):
+            out["nccl_net"] = {"transport": None, "line": line.strip()}
     out["tp_ranks_seen"] = sorted(ranks)
     return out
+
+
+def boot_findings(boot, host, rdma_expected=False):
+    """Failures and warnings of one rank's boot figures (parse_boot_log) before the group is declared ready.
+
+    G10: a negative CUDA-graph estimate fails; the over-allocation is the logged KV pool minus the pin the
+    same log suggests (GiB). G04: with RDMA expected (the lane passes /dev/infiniband), a Socket transport
+    or no NET plugin fails; no NET line at all only warns (NCCL prints it at NCCL_DEBUG=INFO, lanes run WARN).
+    Returns {"failures": [str], "warnings": [str]}.
+    """
+    failures, warnings = [], []
+    est = boot.get("cuda_graph_estimate_gib")
+    if est is not None and est < 0:
+        kv = boot.get("available_kv_cache_gib")
+        pin = (boot.get("kv_cache_memory_suggestion") or {}).get("fit_bytes") or boot.get("kv_cache_memory_pin_bytes")
+        if kv is not None and pin:
+            pin_gib = pin / float(1 << 30)
+            size = "KV over-allocated by ~%.1f GiB: %.2f vs %.2f GiB suggested" % (kv - pin_gib, kv, pin_gib)
+            fix = "pin serve.kv_policy {mode: pin, bytes: %d} (--kv-cache-memory, the value this log suggests)" % pin
+        else:
+            size = "KV pool %s GiB sized with it" % (kv if kv is not None else "(not logged)")
+            fix = "pin --kv-cache-memory (serve.kv_policy mode pin) below the logged pool"
+        failures.append("%s: negative CUDA-graph memory estimate (%.2f GiB); %s. Fix: %s, relaunch and run the "
+                        "long-prompt gate (vllm_bench) (catalogue negative_cuda_graph_estimate)" % (host, est, size, fix))
+    net = boot.get("nccl_net")
+    if rdma_expected:
+        if net and net["transport"] is None:
+            failures.append("%s: NCCL found no NET plugin although the lane passes /dev/infiniband (%r). Fix: check "
+                            "/dev/infiniband on the node and docker inspect Devices of the rank (catalogue "
+                            "nccl_no_net_plugin)" % (host, net["line"]))
+        elif net and net["transport"] == "Socket":
+            failures.append("%s: NCCL runs on sockets, not RDMA, although the lane passes /dev/infiniband (%r). "
+                            "Fix: give the rank /dev/infiniband, memlock -1 and IPC_LOCK and check NCCL_IB_HCA "
+                            "(catalogue nccl_socket_fallback)" % (host, net["line"]))
+        elif not net:
+            warnings.append("%s: no NCCL NET line in the rank log, so the transport is not proven (NCCL prints it "
+                            "at NCCL_DEBUG=INFO; set it in container.env for one boot to check, catalogue "
+                            "nccl_socket_fallback)" % host)
+    return {"failures": failures, "warnings": warnings}
 
 
 def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
@@ -550,6 +609,114 @@ def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser
     return res
 
 
+# Tool calls at the deployed concurrency, streamed and not (G11, G12). GLM's tool-call markup must never leak
+# into a name or into content; a stream that ends with finish_reason tool_calls must have carried the calls.
+_TOOL_MARKUP = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+
+
+def assemble_stream(text):
+    """Fold an SSE chat-completion stream into the body a non-streamed request returns.
+
+    Returns (body, tool_call_deltas): deltas of content / reasoning / reasoning_content are concatenated; tool
+    calls are merged by index (id and name from their first delta, argument fragments concatenated).
+    """
+    content, reasoning, finish, role = [], [], None, None
+    calls, deltas, chunks = {}, 0, 0
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise ValueError("stream chunk is not JSON: %r" % data[:120])
+        chunks += 1
+        for ch in chunk.get("choices") or []:
+            d = ch.get("delta") or {}
+            role = role or d.get("role")
+            if d.get("content"):
+                content.append(d["content"])
+            for key in ("reasoning", "reasoning_content"):
+                if d.get(key):
+                    reasoning.append(d[key])
+            for tc in d.get("tool_calls") or []:
+                deltas += 1
+                empty = {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                slot = calls.setdefault(tc.get("index", 0), empty)
+                slot["id"] = slot["id"] or tc.get("id")
+                fn = tc.get("function") or {}
+                if fn.get("name"):
+                    slot["function"]["name"] += fn["name"]
+                if fn.get("arguments"):
+                    slot["function"]["arguments"] += fn["arguments"]
+            if ch.get("finish_reason"):
+                finish = ch["finish_reason"]
+    if not chunks:
+        raise ValueError("no data chunk in the stream: %r" % (text or "")[:120])
+    msg = {"role": role or "assistant", "content": "".join(content) if content else None,
+           "reasoning": "".join(reasoning) if reasoning else None,
+           "tool_calls": [calls[i] for i in sorted(calls)]}
+    return {"choices": [{"index": 0, "message": msg, "finish_reason": finish}]}, deltas
+
+
+def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, tool_call_parser=None):
+    """Is the answer to a tool request a well-formed assistant message (G12)? Judges what random weights allow.
+
+    Checks: one choice; role assistant; finish_reason one of stop, length, tool_calls; content and reasoning are
+    strings or null without GLM tool markup; every tool call has type function, a name among the offered tools
+    and arguments that parse as a JSON object; finish_reason tool_calls comes with calls (and, streamed, with
+    at least one delta.tool_calls). Does not judge whether the model chose to call a tool or its argument values.
+    """
+    parser = tool_call_parser or "(none set)"
+    how = "streamed" if streamed else "non-streamed"
+    choices = (body or {}).get("choices")
+    if not isinstance(choices, list) or len(choices) != 1:
+        return {"ok": False, "msg": "%s: expected one choice, got %s" % (how, json.dumps(body)[:200])}
+    msg = (choices[0] or {}).get("message") or {}
+    finish = choices[0].get("finish_reason")
+    problems = []
+    if msg.get("role") != "assistant":
+        problems.append("role %r, not assistant" % msg.get("role"))
+    if finish not in ("stop", "length", "tool_calls"):
+        problems.append("finish_reason %r" % finish)
+    for key in ("content", "reasoning", "reasoning_content"):
+        val = msg.get(key)
+        if val is not None and not isinstance(val, str):
+            problems.append("%s is %s, not a string" % (key, type(val).__name__))
+        elif val and any(t in val for t in ("<tool_call>", "<arg_key>", "<arg_value>")) and key == "content":
+            problems.append("tool-call markup in content: %r" % val[:120])
+    calls = msg.get("tool_calls") or []
+    if not isinstance(calls, list):
+        problems.append("tool_calls is not a list")
+        calls = []
+    for i, call in enumerate(calls):
+        fn = (call or {}).get("function") or {}
+        name = fn.get("name")
+        if (call or {}).get("type", "function") != "function":
+            problems.append("tool_calls[%d].type %r" % (i, call.get("type")))
+        if not isinstance(name, str) or name not in offered:
+            problems.append("tool_calls[%d] names %r, not one of the offered tools %s%s"
+                            % (i, name, sorted(offered), " (tool-call markup in the name)"
+                               if isinstance(name, str) and any(t in name for t in _TOOL_MARKUP) else ""))
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            problems.append("tool_calls[%d] arguments do not parse as a JSON object: %r" % (i, fn.get("arguments")))
+    if finish == "tool_calls" and not calls:
+        problems.append("finish_reason tool_calls without any tool call")
+    if streamed and finish == "tool_calls" and not tool_call_deltas:
+        problems.append("finish_reason tool_calls but no delta.tool_calls in the stream")
+    if problems:
+        return {"ok": False, "msg": "%s answer is malformed (tool-call parser %s, catalogue tool_parser_zero_arg): %s"
+                % (how, parser, "; ".join(problems))}
+    return {"ok": True, "msg": "%s answer well-formed: finish_reason %s, %d tool call(s)" % (how, finish, len(calls))}
+
+
 def evaluate_canary(body):
     """The 1-token /v1/completions canary (A.7): 200 with one choice carrying a text field."""
     choices = (body or {}).get("choices") or []
@@ -574,3 +741,38 @@ def default_kwargs_warnings(default_chat_template_kwargs, reasoning_parser):
 def count_replacement_chars(text):
     """U+FFFD count of a corruption probe (F.4, T2 Hangul probe; 0 expected)."""
     return (text or "").count(u"\ufffd")
+
+
+# The corruption probe (catalogue token_corruption): a Korean prompt at temperature 0, non-streaming, several
+# passes. Corrupted token ids decode to U+FFFD; Hangul makes them visible where English hides them.
+CORRUPTION_PROBE_PROMPT = (u"\ud55c\uad6d\uc5b4\ub85c\ub9cc \ub2f5\ud558\uc138\uc694. "
+                           u"\uc11c\uc6b8\uc758 \uc0ac\uacc4\uc808\uc744 \ub2e4\uc12f "
+                           u"\ubb38\uc7a5\uc73c\ub85c \uc124\uba85\ud574 \uc8fc\uc138\uc694.")
+
+
+def message_text(body):
+    """Every generated string of the first choice: content, reasoning and tool-call arguments."""
+    m = chat_message(body)
+    parts = [m["content"] or "", m["reasoning"] or ""]
+    for call in m["tool_calls"]:
+        fn = (call or {}).get("function") or {}
+        parts.append(str(fn.get("arguments") or ""))
+    return "".join(parts)
+
+
+def evaluate_corruption(passes, checkpoint=None):
+    """Verdict of the corruption probe. passes: one entry per pass, the U+FFFD count of the answer or, for a pass
+    that got no answer, a string saying why. Any U+FFFD (or a failed pass) fails, with the count per pass."""
+    counts = [p if isinstance(p, int) else None for p in passes]
+    shown = " / ".join(str(c) if c is not None else "error" for c in counts)
+    what = (" from checkpoint %s" % checkpoint) if checkpoint else ""
+    errors = [p for p in passes if not isinstance(p, int)]
+    if errors:
+        return {"ok": False, "counts": counts,
+                "msg": "corruption probe: %s U+FFFD over %d passes; a pass failed: %s" % (shown, len(passes), errors[0])}
+    if any(counts):
+        return {"ok": False, "counts": counts,
+                "msg": "corruption probe: U+FFFD %s over %d passes (Korean prompt, temperature 0, 0 expected)%s: the "
+                       "engine emits corrupted token ids. Fix: serve a compressed-tensors checkpoint (the lane's *_ct "
+                       "variant, RedHatAI/GLM-5.3-Flash-NVFP4) (catalogue token_corruption)" % (shown, len(passes), what)}
+    return {"ok": True, "counts": counts, "msg": "corruption probe: U+FFFD %s over %d passes" % (shown, len(passes))}

@@ -112,7 +112,10 @@ MODEL_SCHEMA = _obj({
     "host_path": _path("host_path"),
     "container_path": _path("container_path"),
     "served_model_name": _s("letters, digits and . _ / -", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"),
-    "quantization": _s(pattern=TOKEN),
+    # a family or a format (checkpoint_guard reads the checkpoint's own files; modelopt is served only when named)
+    "quantization": _s("one of nvfp4, fp8, mxfp8, none, bf16, bfloat16, float32, modelopt, compressed-tensors",
+                       enum=["nvfp4", "fp8", "mxfp8", "none", "bf16", "bfloat16", "float32", "modelopt",
+                             "compressed-tensors"]),
     "guard_mode": _t(["string", "null"], pattern=TOKEN),
     "heads_padding": _ANY_MAP_OR_NULL,
     "size_gib": _t("number", minimum=0),
@@ -273,6 +276,13 @@ LANE_SCHEMA = _obj({
         "ready_timeout_s": _t("integer", minimum=1),
         "smoke_max_tokens": _t("integer", minimum=1),
         "tool_smoke": _BOOL,
+        # call: the expected tool call; wellformed: accepted and well-formed only (random weights, sim lanes)
+        "tool_smoke_judge": _t("string", enum=["call", "wellformed"]),
+        "smoke_chat_template_kwargs": _ANY_MAP_OR_NULL,
+        # catalogue token_corruption: passes of the Korean probe at temperature 0, tokens per pass
+        "corruption_probe": _t(["object", "null"], properties={
+            "passes": _t("integer", minimum=1, maximum=10), "max_tokens": _t("integer", minimum=16, maximum=2048)},
+            additionalProperties=False, required=["passes"]),
     }),
     "requirements": _obj({
         "swap_required": _BOOL,

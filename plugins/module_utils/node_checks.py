@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import json
+import os
 import re
 from decimal import Decimal, ROUND_FLOOR, ROUND_HALF_UP
 
@@ -292,6 +294,53 @@ def disk_shortfalls(needs, probes):
 
 # --- per-node verdicts ---------------------------------------------------------------------
 
+# Userspace memory monitors that kill processes from outside the kernel's OOM path (catalogue userspace_oom_killer):
+# docker then reports exit 137 with OOMKilled false. Matched on /proc/<pid>/comm.
+USERSPACE_OOM_KILLERS = ("systemd-oomd", "earlyoom", "nohang", "oomd")
+
+
+def running_oom_killers(comms):
+    """Names from USERSPACE_OOM_KILLERS among the process names (/proc/<pid>/comm values), sorted, once each."""
+    seen = set((c or "").strip() for c in comms)
+    return sorted(k for k in USERSPACE_OOM_KILLERS if k in seen)
+
+
+def read_oom_killers(proc_root="/proc"):
+    """running_oom_killers over every /proc/<pid>/comm; processes that exit while read are skipped."""
+    comms = []
+    try:
+        pids = [d for d in os.listdir(proc_root) if d.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        try:
+            with open(os.path.join(proc_root, pid, "comm")) as f:
+                comms.append(f.read())
+        except (IOError, OSError):
+            continue
+    return running_oom_killers(comms)
+
+
+def oom_killer_note(killers):
+    """The sentence failure messages add when a userspace OOM killer runs on the node ('' when none)."""
+    if not killers:
+        return ""
+    one = len(killers) == 1
+    return ("%s %s on this node and kill%s processes from outside the kernel (exit 137, OOMKilled false; "
+            "catalogue userspace_oom_killer)" % (" and ".join(killers), "runs" if one else "run", "s" if one else ""))
+
+
+def parse_docker_runtimes(text):
+    """Runtime names of `docker info --format '{{json .Runtimes}}'` (a JSON object keyed by name), sorted."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise NodeCheckError("docker info Runtimes is not JSON: %r" % (text or "")[:120])
+    if not isinstance(data, dict):
+        raise NodeCheckError("docker info Runtimes is not an object: %r" % (text or "")[:120])
+    return sorted(data)
+
+
 def _check(name, ok, measured, message):
     return {"name": name, "ok": bool(ok), "measured": measured, "message": "" if ok else message}
 
@@ -327,6 +376,16 @@ def node_checks(host, node, lane_spec):
             "%s: GPU %s, the lane needs %s (catalogue nccl_version_skew). Fix: run this lane on DGX Spark (GB10) nodes, "
             "or check that the NVIDIA driver is loaded (nvidia-smi)."
             % (host, "'%s'" % ", ".join(names) if names else "not found", want_gpu)))
+        runtimes = node.get("docker_runtimes")
+        checks.append(_check(
+            "nvidia_runtime", runtimes is not None and "nvidia" in runtimes,
+            ", ".join(runtimes) if runtimes is not None else None,
+            "%s: the docker daemon registers no 'nvidia' runtime (%s); GPU containers fail with 'unknown or invalid "
+            "runtime name: nvidia' or find no GPU (catalogue nvidia_runtime_missing). Fix: install the NVIDIA Container "
+            "Toolkit, run 'nvidia-ctk runtime configure --runtime=docker' and restart docker; check with "
+            "docker info --format '{{json .Runtimes}}'."
+            % (host, "runtimes: %s" % ", ".join(runtimes) if runtimes is not None
+               else "docker info gave no runtimes: %s" % (node.get("docker_runtimes_error") or "docker not usable"))))
         cma = node.get("cma_total_kib")
         checks.append(_check(
             "cma_total", cma is not None and cma > 0, cma,
@@ -372,6 +431,17 @@ def node_checks(host, node, lane_spec):
             "(not on the %s line) or DNS."
             % (host, hn.get("hostname"), addrs[0] if addrs else "", hn.get("hostname"), addrs[0] if addrs else "")))
     return checks
+
+
+def node_warnings(host, node):
+    """What a node runs that does not stop a launch but may end a rank later: one message each, host named."""
+    out = []
+    killers = node.get("oom_killers") or []
+    if killers:
+        out.append("%s: %s. On unified memory its thresholds trip during weight load. Fix: exclude the rank "
+                   "containers from it or disable it on serving nodes (systemctl disable --now systemd-oomd; "
+                   "for earlyoom, --avoid or stop the service)." % (host, oom_killer_note(killers)))
+    return out
 
 
 # --- cache directories (node_prep) ---------------------------------------------------------

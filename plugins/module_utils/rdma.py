@@ -887,3 +887,40 @@ def nccl_env(facts, plan, host=None, fixed=None, overrides=None):
         env[key] = netdev
     env['VLLM_HOST_IP'] = ip
     return env
+
+
+# ---------------------------------------------------------------------------------------------
+# Persisting the fabric in netplan (DGX OS): a reboot must not bring back MTU 1500 (catalogue fabric_mtu_mismatch)
+
+NETPLAN_FILE = '90-dgxspark-vllm-fabric.yaml'
+
+
+def netplan_fabric(facts, netdevs, mtu, addresses=False):
+    """The netplan v2 document that keeps this host's fabric netdevs at ``mtu`` bytes across a reboot.
+
+    ``netdevs``: the host's fabric netdevs (plan ``hosts[h].fabric_netdevs``). With ``addresses`` each netdev also
+    keeps the IPv4 addresses it holds now (loopback and 169.254 autoconf left out), so a hand-set ring address
+    survives as well. netplan merges this file over earlier ones (the name sorts late); keys it does not set stay
+    as the other files say. Raises RdmaError when there is nothing to persist or the MTU is not a jumbo-capable value.
+    """
+    if not netdevs:
+        raise RdmaError('no fabric netdev on this host to persist')
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not 1280 <= mtu <= 9216:
+        raise RdmaError('fabric MTU %r to persist is not an Ethernet MTU in 1280..9216 bytes (rdma_fabric_mtu)' % (mtu,))
+    ethernets = {}
+    for name in sorted(set(netdevs), key=device_sort_key):
+        dev = (facts.get('netdevs') or {}).get(name)
+        if dev is None:
+            raise RdmaError('fabric netdev %s is not among the host\'s netdevs' % name)
+        entry = {'mtu': mtu}
+        if addresses:
+            kept = []
+            for a in dev.get('ipv4') or []:
+                ip = ipaddress.IPv4Address(a['address'])
+                if not ip.is_loopback and not ip.is_link_local:
+                    kept.append('%s/%d' % (a['address'], a['prefixlen']))
+            if not kept:
+                raise RdmaError('fabric netdev %s holds no IPv4 to persist (rdma_fabric_netplan_addresses)' % name)
+            entry['addresses'] = kept
+        ethernets[name] = entry
+    return {'network': {'version': 2, 'ethernets': ethernets}}

@@ -72,7 +72,14 @@ LANE_QUANT_FAMILIES = {
     "bf16": "none",
     "bfloat16": "none",
     "float32": "none",
+    # A lane that names the format also names the family: every spark lane serves NVFP4.
+    "modelopt": "nvfp4",
+    "compressed-tensors": "nvfp4",
 }
+# Lane values that name the checkpoint's format. Only "modelopt" lets a ModelOpt build through without the
+# operator's model_weights_allow_modelopt (ModelOpt NVFP4 builds of GLM-5.3-Flash corrupt tokens, catalogue
+# token_corruption); the format is read from the checkpoint's own files, never from its repo name.
+LANE_QUANT_FORMATS = ("modelopt", "compressed-tensors")
 
 
 class WeightsError(Exception):
@@ -653,13 +660,38 @@ def mtp_uncovered(config, weight_map):
     return _has_scale(last) != _has_scale(prev)
 
 
+def lane_format(value):
+    """The format a lane's checkpoint.quantization names (modelopt, compressed-tensors), else None."""
+    key = str(value).strip().lower() if value is not None else None
+    return key if key in LANE_QUANT_FORMATS else None
+
+
 def guard(config, hf_quant=None, weight_map=None, lane_quantization=None, spec_method=None,
-          allow_modelopt_attention=False, where="checkpoint"):
-    """The checkpoint guard. Returns (verdict dict, refusals list, warnings list)."""
+          allow_modelopt_attention=False, where="checkpoint", allow_modelopt=False):
+    """The checkpoint guard. Returns (verdict dict, refusals list, warnings list).
+
+    A ModelOpt checkpoint passes only when the lane says checkpoint.quantization: modelopt or the operator
+    sets allow_modelopt (model_weights_allow_modelopt); a lane that says compressed-tensors refuses any other
+    format. The format comes from config.json / hf_quant_config.json (classify), not from the repo name.
+    """
     verdict = classify(config, hf_quant)
     refusals, warnings = [], []
     qc, _src = quantization_config(config, hf_quant)
     want = lane_family(lane_quantization)
+    want_format = lane_format(lane_quantization)
+    if verdict["format"] == "modelopt" and want_format != "modelopt" and not allow_modelopt:
+        refusals.append(
+            "%s: a ModelOpt build (quant_method modelopt, quant_algo %s, read from %s) but the lane says "
+            "checkpoint.quantization %s; ModelOpt NVFP4 builds of GLM-5.3-Flash emit corrupted tokens (U+FFFD "
+            "4 / 9 / 8 on a Korean probe where compressed-tensors gave 0 / 0 / 0, catalogue token_corruption). "
+            "Point the lane at a compressed-tensors checkpoint (RedHatAI/GLM-5.3-Flash-NVFP4), or serve this one "
+            "knowingly: checkpoint.quantization: modelopt in the lane or model_weights_allow_modelopt: true"
+            % (where, verdict["scheme"], verdict["source"], lane_quantization if lane_quantization else "(unset)"))
+    elif want_format == "compressed-tensors" and verdict["format"] != "compressed-tensors":
+        refusals.append(
+            "%s: the lane says checkpoint.quantization compressed-tensors but this checkpoint is %s (from %s). "
+            "Fetch the compressed-tensors build (RedHatAI/GLM-5.3-Flash-NVFP4) or correct the lane"
+            % (where, verdict["format"], verdict["source"] or "no quantization_config"))
     if want is not None and verdict["family"] != want:
         refusals.append(
             "%s: the lane expects a %s checkpoint but this one is %s (%s, from %s). Point the lane at a %s "

@@ -18,6 +18,9 @@ description:
     unquantized, with its family (nvfp4, fp8, mxfp8, none).
   - Refuses when the family differs from the lane's O(lane_quantization) (for example an nvfp4
     lane and an FP8 checkpoint; docs/lanes.md).
+  - Refuses a ModelOpt build unless the lane says C(checkpoint.quantization=modelopt) or O(allow_modelopt) is set
+    (ModelOpt NVFP4 builds of GLM-5.3-Flash emit corrupted tokens, catalogue token_corruption); a lane that says
+    C(compressed-tensors) refuses every other format. The format is read from the checkpoint's files, not its name.
   - Refuses a ModelOpt build whose ignore list leaves any layer's C(self_attn) quantized unless
     O(allow_modelopt_attention) (docs/weights.md, vLLM #54150). compressed-tensors always passes.
   - With O(spec_method=mtp), refuses a checkpoint whose MTP layer (index C(num_hidden_layers)) has
@@ -37,8 +40,14 @@ options:
     type: path
     required: true
   lane_quantization:
-    description: The lane's C(checkpoint.quantization) (nvfp4, fp8, mxfp8, none, bf16); omit to skip the family check.
+    description:
+      - The lane's C(checkpoint.quantization) - a family (nvfp4, fp8, mxfp8, none, bf16) or a format that implies
+        nvfp4 (modelopt, compressed-tensors); omit to skip the family check.
     type: str
+  allow_modelopt:
+    description: Serve a ModelOpt checkpoint although the lane does not say C(modelopt) (the operator's explicit choice).
+    type: bool
+    default: false
   spec_method:
     description: The lane's C(serve.speculative_config.method) (for example mtp, dflash); omit when none.
     type: str
@@ -133,7 +142,8 @@ def run(params):
     verdict, refusals, warnings = guard(
         config, hf_quant=hf_quant, weight_map=weight_map,
         lane_quantization=params["lane_quantization"], spec_method=params["spec_method"],
-        allow_modelopt_attention=params["allow_modelopt_attention"], where=root)
+        allow_modelopt_attention=params["allow_modelopt_attention"], where=root,
+        allow_modelopt=params["allow_modelopt"])
     why = vision_on(params.get("lane_serve"))
     require_mm = params["require_mm_template"]
     if require_mm is None:
@@ -156,6 +166,7 @@ def main():
             lane_quantization=dict(type="str"),
             spec_method=dict(type="str"),
             allow_modelopt_attention=dict(type="bool", default=False),
+            allow_modelopt=dict(type="bool", default=False),
             require_chat_template=dict(type="bool", default=True),
             require_mm_template=dict(type="bool"),
             lane_serve=dict(type="dict"),

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: node_facts
-short_description: Read the memory, GPU, disk, swap and name-resolution facts a vLLM rank depends on
+short_description: Read the memory, GPU, disk, swap, name-resolution, docker-runtime and OOM-killer facts of a node
 version_added: 0.1.0
 description:
   - Reads C(/proc/meminfo) (MemTotal, MemAvailable, MemFree, swap, CmaTotal), the NVIDIA driver version and GPU
@@ -55,6 +55,16 @@ options:
     type: list
     elements: path
     default: []
+  proc_root:
+    description: The C(/proc) tree whose C(<pid>/comm) files name the running processes (userspace OOM killers).
+    type: path
+    default: /proc
+  docker_bin:
+    description:
+      - Docker CLI whose C(docker info) lists the daemon's runtimes (C(docker_runtimes), field case G17). Run as the
+        module's user; when it fails, C(docker_runtimes) is V(null) and C(docker_runtimes_error) says why.
+    type: str
+    default: docker
   deploy_user:
     description:
       - User that runs docker and the ranks; its supplementary groups are read from the group database
@@ -109,6 +119,9 @@ node:
     deploy_user_groups: [spark, sudo]
     deploy_user_in_docker_group: false
     hostname_resolution: {hostname: spark-sim-0, addresses: [198.18.10.10], loopback: false}
+    docker_runtimes: [io.containerd.runc.v2, io.containerd.runtime.v1.linux, nvidia, runc]
+    docker_runtimes_error: ""
+    oom_killers: []
 """
 
 import grp
@@ -122,6 +135,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     NodeCheckError,
     hostname_verdict,
     kib_to_gib,
+    parse_docker_runtimes,
+    read_oom_killers,
     parse_meminfo,
     parse_nvidia_smi_csv,
     parse_nvidia_smi_table,
@@ -238,6 +253,22 @@ def gpu_facts(module, nvidia_smi):
     return out
 
 
+def docker_runtimes(module, docker_bin):
+    """(runtime names, error): the daemon's registered runtimes (field case G17), or (None, why)."""
+    exe = module.get_bin_path(docker_bin) if "/" not in docker_bin else (
+        docker_bin if os.access(docker_bin, os.X_OK) else None)
+    if not exe:
+        return None, "%s not found" % docker_bin
+    rc, stdout, stderr = module.run_command([exe, "info", "--format", "{{json .Runtimes}}"],
+                                            environ_update={"LANG": "C", "LC_ALL": "C"})
+    if rc != 0:
+        return None, (stderr or stdout).strip()[:300]
+    try:
+        return parse_docker_runtimes(stdout.strip()), ""
+    except NodeCheckError as e:
+        return None, str(e)
+
+
 def gather(module):
     p = module.params
     try:
@@ -271,6 +302,8 @@ def gather(module):
         "deploy_user_in_docker_group": None,
     }
     node.update(gpu_facts(module, p["nvidia_smi"]))
+    node["docker_runtimes"], node["docker_runtimes_error"] = docker_runtimes(module, p["docker_bin"])
+    node["oom_killers"] = read_oom_killers(p["proc_root"])
     if p["deploy_user"]:
         groups = user_groups(p["deploy_user"])
         node["deploy_user_groups"] = groups
@@ -287,6 +320,8 @@ def main():
             nvidia_smi=dict(type="str", default="nvidia-smi"),
             disk_paths=dict(type="list", elements="path", default=[]),
             deploy_user=dict(type="str"),
+            proc_root=dict(type="path", default="/proc"),
+            docker_bin=dict(type="str", default="docker"),
         ),
         supports_check_mode=True,
     )

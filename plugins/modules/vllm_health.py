@@ -82,6 +82,22 @@ options:
         node (a head API bound to loopback, or a final collection pass after the head was ready).
     type: bool
     default: false
+  rdma_expected:
+    description:
+      - I(mode=wait) with C(boot) the lane passes C(/dev/infiniband) to the ranks, so NCCL must run on its IB
+        transport; a C(NET/Socket) line or C(Failed to initialize any NET plugin) in the rank log is a
+        failure in C(boot_findings) (field case G04, catalogue nccl_socket_fallback, nccl_no_net_plugin).
+    type: bool
+    default: false
+  node:
+    description: Inventory name of this host, prefixed to every C(boot_findings) message.
+    type: str
+  proc_root:
+    description:
+      - I(mode=wait) the C(/proc) tree read when a rank exited 137 without the kernel's OOM flag; a userspace OOM
+        killer found among its processes is named in the failure (catalogue userspace_oom_killer).
+    type: path
+    default: /proc
   log_tail:
     description: Number of log lines read each wait cycle to find the phase and the failure line.
     type: int
@@ -134,6 +150,37 @@ options:
     description: Send the two tool-call smokes (C(vllm_lane_spec.health.tool_smoke)).
     type: bool
     default: false
+  tool_smoke_judge:
+    description:
+      - C(call) - each tool smoke must come back as the expected call with the expected arguments (F.2, G11), and
+        well-formed. C(wellformed) - only that the request is accepted (HTTP 200) and parsed into a well-formed
+        assistant message (one choice, role, finish_reason, no tool-call markup in names or content, offered names,
+        JSON-object arguments, calls behind finish_reason tool_calls); for random-weight models (the simulated
+        lanes), which emit no real tool call, so the call itself and its arguments are not judged.
+    type: str
+    choices: [call, wellformed]
+    default: call
+  tool_concurrency:
+    description:
+      - Each tool smoke is sent this many times at once, non-streamed and then streamed (the lane's
+        C(serve.max_num_seqs) is the deployed concurrency; G11 drops arguments only under concurrency, G12 mangles
+        streamed calls). A failure names the tool, streamed or not, the concurrency and the count that failed.
+    type: int
+    default: 1
+  corruption_passes:
+    description:
+      - Passes of the corruption probe (a Korean prompt, temperature 0, non-streamed); 0 skips it. Any U+FFFD in
+        the content, reasoning or tool-call arguments of any pass fails, with the count per pass
+        (catalogue token_corruption).
+    type: int
+    default: 0
+  corruption_max_tokens:
+    description: Tokens per corruption-probe pass.
+    type: int
+    default: 200
+  checkpoint:
+    description: The served checkpoint (repo id), named in the corruption verdict.
+    type: str
   canary:
     description: Send the one-token C(/v1/completions) canary.
     type: bool
@@ -228,6 +275,16 @@ boot:
   returned: mode is wait and (ready or read_boot)
   type: dict
   sample: {available_kv_cache_gib: 5.54, kv_cache_tokens: 603144, max_concurrency: {max_model_len: 262144, factor: 2.3}}
+boot_findings:
+  description:
+    - What in this rank's boot log forbids declaring the group ready (C(failures)) or leaves something unproven
+      (C(warnings)); each message names the host, both values and the fix. A negative CUDA-graph memory estimate
+      (catalogue negative_cuda_graph_estimate, with the over-allocation in GiB against the pin the same log
+      suggests) and, with O(rdma_expected), NCCL on sockets or without a NET plugin.
+  returned: when C(boot) is
+  type: dict
+  sample: {failures: ["node-b: negative CUDA-graph memory estimate (-10.33 GiB); KV over-allocated by ~10.6 GiB ..."],
+           warnings: []}
 failure:
   description: Reason class, signature, the matched line, a fix hint and its source, for a rank that stopped.
   returned: failed in mode wait
@@ -244,7 +301,9 @@ elapsed_s:
   type: float
 smoke:
   description: >-
-    I(mode=smoke) verdicts, C(chat) (with every attempt), C(canary), C(tools), C(warnings), C(ok), and with
+    I(mode=smoke) verdicts, C(chat) (with every attempt), C(canary), C(tools) (one row per tool and streamed or
+    not - C(tool), C(streamed), C(concurrency), C(failed), C(judge), C(http_status), C(msg), C(ok)), C(corruption)
+    (C(counts) per pass, C(msg), C(ok)) when O(corruption_passes) is set, C(warnings), C(ok), and with
     O(api_key) C(auth) (C(ok), C(status_without_key)).
   returned: mode is smoke
   type: dict
@@ -258,6 +317,7 @@ metrics:
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
@@ -265,6 +325,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact, secret_problem
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+from ansible_collections.dgxspark.vllm.plugins.module_utils import node_checks as NC
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
 from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
 
@@ -361,6 +422,7 @@ def run_wait(module):
     if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))
         result["boot"] = boot
+        result["boot_findings"] = H.boot_findings(boot, p["node"] or "rank %s" % p["rank"], p["rdma_expected"])
     module.exit_json(**result)
 
 
@@ -380,6 +442,11 @@ def fail_stopped(module, state, start, health_status=None):
     else:
         what = "container %s is %s (exit code %s, OOMKilled %s)" % (
             state["name"], state["status"], state.get("exit_code"), state.get("oom_killed"))
+        if state.get("exit_code") == 137 and not state.get("oom_killed"):
+            # killed from outside: a userspace OOM killer on this node is the first suspect (catalogue userspace_oom_killer)
+            note = NC.oom_killer_note(NC.read_oom_killers(p["proc_root"]))
+            if note:
+                what += "; %s" % note
     msg = ("rank %s: %s. Reason class: %s (%s). %s%s Fix: %s [%s]. Last %d log lines:\n%s"
            % (p["rank"], what, failure["reason_class"], failure["signature"],
               ("Cause: %s " % failure["cause"]) if failure.get("cause") else "",
@@ -403,6 +470,26 @@ def chat_request(p, max_tokens, extra_kwargs=None, messages=None, tools=None):
         body["tools"] = tools
         body["tool_choice"] = "auto"  # a named choice would bypass the tool parser under test (catalogue tool_parser_zero_arg)
     return body
+
+
+def tool_verdict(p, name, args, streamed, answer):
+    """One answer to a tool request: well-formed always (G12); with judge call also the expected call (F.2, G11)."""
+    status, parsed, text = answer
+    if status != 200:
+        return {"ok": False, "http_status": status, "msg": "HTTP %s: %s" % (status, redact((text or "")[:300], p["api_key"]))}
+    deltas = None
+    if streamed:
+        try:
+            parsed, deltas = H.assemble_stream(text)
+        except ValueError as e:
+            return {"ok": False, "http_status": status, "msg": "streamed: %s" % e}
+    v = H.evaluate_tool_message(parsed, [name], streamed, deltas, p["tool_call_parser"])
+    if v["ok"] and p["tool_smoke_judge"] == "call":
+        v = H.evaluate_tool_call(parsed, name, args, p["tool_call_parser"])
+        if not v["ok"] and streamed:
+            v["msg"] = "streamed: " + v["msg"]
+    v["http_status"] = status
+    return v
 
 
 def run_smoke(module):
@@ -452,6 +539,19 @@ def run_smoke(module):
         if not canary["ok"]:
             failures.append("canary: " + canary["msg"])
 
+    if p["corruption_passes"]:
+        counts = []
+        for _i in range(p["corruption_passes"]):
+            body = chat_request(p, p["corruption_max_tokens"], None,
+                                messages=[{"role": "user", "content": H.CORRUPTION_PROBE_PROMPT}])
+            status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
+            counts.append(H.count_replacement_chars(H.message_text(parsed)) if status == 200 and parsed
+                          else "HTTP %s: %s" % (status, redact((text or "")[:200], p["api_key"])))
+        corruption = H.evaluate_corruption(counts, p["checkpoint"])
+        result["corruption"] = corruption
+        if not corruption["ok"]:
+            failures.append(corruption["msg"])
+
     tools = []
     if p["tool_smoke"]:
         cases = [
@@ -460,20 +560,29 @@ def run_smoke(module):
             ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",
              {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
         ]
+        n = max(1, p["tool_concurrency"])
         for name, args, question, schema in cases:
             spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
-            body = chat_request(p, max(p["max_tokens"], 256), None,
-                                messages=[{"role": "user", "content": question}], tools=spec)
-            status, parsed, text = post_json(base + "/v1/chat/completions", body, p["http_timeout_s"], p["api_key"])
-            if status == 200:
-                v = H.evaluate_tool_call(parsed, name, args, p["tool_call_parser"])
-            else:
-                v = {"ok": False, "tool": name, "issue": "http_%s" % status,
-                     "msg": "tool smoke %s returned HTTP %s: %s" % (name, status, (text or "")[:300])}
-            v["http_status"] = status
-            tools.append(v)
-            if not v["ok"]:
-                failures.append("tool %s: %s" % (name, v["msg"]))
+            for streamed in (False, True):
+                # a real call needs room for the reasoning and the call; a well-formedness check does not
+                tokens = max(p["max_tokens"], 256) if p["tool_smoke_judge"] == "call" else p["max_tokens"]
+                body = chat_request(p, tokens, None, messages=[{"role": "user", "content": question}], tools=spec)
+                if streamed:
+                    body["stream"] = True
+                # n identical requests at once: the deployed concurrency (G11 drops arguments only under load)
+                with ThreadPoolExecutor(max_workers=n) as pool:
+                    answers = list(pool.map(lambda _i: post_json(base + "/v1/chat/completions", body,
+                                                                 p["http_timeout_s"], p["api_key"]), range(n)))
+                verdicts = [tool_verdict(p, name, args, streamed, a) for a in answers]
+                bad = [v for v in verdicts if not v["ok"]]
+                how = "%s, %d concurrent" % ("streamed" if streamed else "non-streamed", n)
+                row = {"tool": name, "streamed": streamed, "concurrency": n, "failed": len(bad), "ok": not bad,
+                       "judge": p["tool_smoke_judge"], "http_status": sorted(set(v["http_status"] for v in verdicts),
+                                                                             key=str),
+                       "msg": bad[0]["msg"] if bad else verdicts[0]["msg"]}
+                tools.append(row)
+                if bad:
+                    failures.append("tool %s (%s): %d of %d failed; first: %s" % (name, how, len(bad), n, bad[0]["msg"]))
     result["tools"] = tools
     if p["api_key"]:
         auth = check_auth_enforced(base, p["model"], p["http_timeout_s"])
@@ -551,6 +660,9 @@ def main():
             timeout_s=dict(type="float", default=15),
             poll_s=dict(type="float", default=3),
             read_boot=dict(type="bool", default=False),
+            rdma_expected=dict(type="bool", default=False),
+            proc_root=dict(type="path", default="/proc"),
+            node=dict(type="str"),
             log_tail=dict(type="int", default=2000),
             last_lines=dict(type="int", default=25),
             request_timeout_s=dict(type="float", default=10),
@@ -565,6 +677,11 @@ def main():
             tool_call_parser=dict(type="str"),
             chat=dict(type="bool", default=True),
             tool_smoke=dict(type="bool", default=False),
+            tool_smoke_judge=dict(type="str", default="call", choices=["call", "wellformed"]),
+            tool_concurrency=dict(type="int", default=1),
+            corruption_passes=dict(type="int", default=0, no_log=False),
+            corruption_max_tokens=dict(type="int", default=200, no_log=False),
+            checkpoint=dict(type="str"),
             canary=dict(type="bool", default=True),
             interval_s=dict(type="float", default=5),
             ranks=dict(type="list", elements="dict"),

@@ -135,3 +135,13 @@ def test_names_for_sudoers_and_fstab_are_refused(tmp_path):
         assert_refused_untouched(rc, out, "host %s: a name that node_prep writes into sudoers or /etc/fstab is "
                                           "malformed" % host_name(case))
         assert "Fix the value in the inventory" in messages.get(host_name(case), ""), messages.get(host_name(case))
+
+
+def test_netplan_persist_without_an_mtu_is_refused(tmp_path):
+    """Persisting the fabric MTU needs one (rdma_fabric_mtu 0 only compares the ranks): refused before any node."""
+    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
+    rc, out = run_playbook(inv, "site.yml", tags="rdma_fabric",
+                           extra_vars={"rdma_fabric_mtu": "0", "rdma_fabric_netplan_persist": "true"})
+    assert_refused_untouched(rc, out, "rdma_fabric_netplan_persist is on but rdma_fabric_mtu is 0; the netplan file "
+                                      "needs the MTU to keep. Set rdma_fabric_mtu: 9000, or "
+                                      "rdma_fabric_netplan_persist: false.")

@@ -53,6 +53,8 @@ def test_health_and_chat(deployed):
     status, body = http_json(base + "/v1/chat/completions", {
         "model": lane["checkpoint"]["served_model_name"],
         "messages": [{"role": "user", "content": "Say hello."}],
+        # the lane's reasoning parser (glm45) puts every token into reasoning unless thinking is off
+        "chat_template_kwargs": lane["health"]["smoke_chat_template_kwargs"],
         "max_tokens": 16, "temperature": 0})
     assert status == 200
     content = body["choices"][0]["message"]["content"]

@@ -93,10 +93,44 @@ def test_three_ranks_answer(deployed):
     status, body = http_json(base + "/v1/chat/completions", {
         "model": lane["checkpoint"]["served_model_name"],
         "messages": [{"role": "user", "content": "Say hello."}],
+        # the lane's reasoning parser (glm45) puts every token into reasoning unless thinking is off
+        "chat_template_kwargs": lane["health"]["smoke_chat_template_kwargs"],
         "max_tokens": 16, "temperature": 0})
     assert status == 200
     assert body["choices"][0]["message"]["content"].strip(), body
     assert body["usage"]["completion_tokens"] > 0
+
+
+def test_parser_flags_and_tool_requests_on_the_real_engine(deployed):
+    """The production parser flags run on every rank; an OpenAI-style tool request (tool_choice auto) is accepted
+    and parsed into a well-formed message, streamed and not, at the lane's concurrency (the health report).
+    Not judged: whether the random-weight model calls the tool, or its arguments."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+    lane = _lane()
+    for _rank, node in _ranks():
+        _env, cmd = rank_config(node, lane["container"]["name"])
+        assert cmd[cmd.index("--tool-call-parser") + 1] == "glm47", (node, cmd)
+        assert cmd[cmd.index("--reasoning-parser") + 1] == "glm45" and "--enable-auto-tool-choice" in cmd, node
+    head = _ranks()[0][1]
+    base = "http://%s:%d" % (node_ipv4(head, "enP7s7"), lane["serve"]["api_port"])
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+                                               "parameters": {"type": "object", "required": ["city"],
+                                                              "properties": {"city": {"type": "string"}}}}}]
+    status, body = http_json(base + "/v1/chat/completions", {
+        "model": lane["checkpoint"]["served_model_name"], "tools": tools, "tool_choice": "auto",
+        "messages": [{"role": "user", "content": "What is the weather in Berlin?"}], "max_tokens": 16,
+        "temperature": 0}, timeout=300)
+    assert status == 200, body
+    verdict = H.evaluate_tool_message(body, ["get_weather"], tool_call_parser="glm47")
+    assert verdict["ok"], verdict
+    with open(os.path.join(ROOT, "reports", "health-latest.json")) as f:
+        report = json.load(f)
+    rows = report["smoke"]["tools"]
+    expected = [("get_time", False), ("get_time", True), ("get_weather", False), ("get_weather", True)]
+    assert [(r["tool"], r["streamed"]) for r in rows] == expected, rows
+    assert all(r["ok"] and r["judge"] == "wellformed" and r["concurrency"] == lane["serve"]["max_num_seqs"]
+               for r in rows), rows
+    assert report["smoke"]["chat"]["ok"], report["smoke"]["chat"]
 
 
 def test_second_run_changes_nothing(deployed, tmp_path):

@@ -19,7 +19,7 @@ def sim_lane():
 
 def test_filter_names_are_node_prefixed():
     assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo',
-                         'node_preflight_checks', 'node_swap_cycle_plan', 'node_swap_verdict',
+                         'node_preflight_checks', 'node_preflight_warnings', 'node_swap_cycle_plan', 'node_swap_verdict',
                          'node_sysctl_effective_verdict', 'node_sysctl_overrides', 'node_utilization_verdict',
                          'node_version_satisfies']
 

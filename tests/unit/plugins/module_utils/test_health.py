@@ -430,3 +430,138 @@ def test_real_cpu_engine_metrics_and_chat():
     import json as _json
     v = health.evaluate_chat(_json.loads(read_fixture(H, "sim-cpu", "chat-completion.json")))
     assert (v["ok"], v["finish_reason"], v["reasoning_field"]) == (True, "length", None)
+
+
+# ---------------------------------------------------------------- boot findings (G10, G04)
+
+def test_g10_negative_graph_estimate_fails_with_the_over_allocation():
+    boot = health.parse_boot_log(read_fixture("health", "vllm-logs", "errors", "negative-cuda-graph-estimate-gb10.log"))
+    assert boot["cuda_graph_estimate_gib"] == -10.33
+    assert boot["kv_cache_memory_pin_bytes"] == 23031691981
+    got = health.boot_findings(boot, "node-b")
+    assert got["warnings"] == []
+    [msg] = got["failures"]
+    # 32.09 GiB logged vs 23031691981 B = 21.45 GiB suggested (the source states both): ~10.6 GiB over
+    assert msg.startswith("node-b: negative CUDA-graph memory estimate (-10.33 GiB); "
+                          "KV over-allocated by ~10.6 GiB: 32.09 vs 21.45 GiB suggested")
+    assert "bytes: 23031691981" in msg and "catalogue negative_cuda_graph_estimate" in msg
+
+
+def test_g10_healthy_gb10_boot_has_no_finding():
+    boot = health.parse_boot_log(read_fixture("health", "vllm-logs", "startup", "gb10-single-node-startup.log"))
+    assert boot["cuda_graph_estimate_gib"] is None
+    assert boot["kv_cache_memory_pin_bytes"] == 52830620611  # the first (fit) suggestion
+    assert health.boot_findings(boot, "node-a", rdma_expected=False) == {"failures": [], "warnings": []}
+
+
+def test_g04_dual_rail_ib_line_passes():
+    boot = health.parse_boot_log(read_fixture("doctor", "logs", "spark-2node-dual-rail-healthy.log"))
+    assert boot["nccl_net"]["transport"] == "IB"
+    assert "rocep1s0f1:1/RoCE" in boot["nccl_net"]["line"]
+    assert health.boot_findings(boot, "node-a", rdma_expected=True) == {"failures": [], "warnings": []}
+
+
+def test_g04_no_net_plugin_fails_when_rdma_is_expected():
+    boot = health.parse_boot_log(read_fixture("health", "vllm-logs", "errors", "nccl-no-net-plugin.log"))
+    assert boot["nccl_net"] == {"transport": None, "line": "NCCL WARN Failed to initialize any NET plugin"}
+    [msg] = health.boot_findings(boot, "node-b", rdma_expected=True)["failures"]
+    assert msg.startswith("node-b: NCCL found no NET plugin") and "catalogue nccl_no_net_plugin" in msg
+
+
+def test_g04_socket_transport_fails_and_names_the_line():
+    boot = health.parse_boot_log(read_fixture("health", "vllm-logs", "errors", "nccl-net-socket-fallback.log"))
+    assert boot["nccl_net"]["transport"] == "Socket"
+    [msg] = health.boot_findings(boot, "node-b", rdma_expected=True)["failures"]
+    assert "node-b: NCCL runs on sockets" in msg and "NET/Socket : Using [0]enp1s0f1np1" in msg
+    # the CPU lanes pass no /dev/infiniband: the transport is not judged there
+    assert health.boot_findings(boot, "node-b", rdma_expected=False)["failures"] == []
+
+
+def test_g04_no_net_line_only_warns():
+    boot = health.parse_boot_log(read_fixture("health", "sim-cpu", "tp1-ready.log"))
+    assert boot["nccl_net"] is None
+    got = health.boot_findings(boot, "spark-sim-1", rdma_expected=True)
+    assert got["failures"] == [] and len(got["warnings"]) == 1 and "NCCL_DEBUG=INFO" in got["warnings"][0]
+
+
+# ---------------------------------------------------------------- corruption probe (catalogue token_corruption)
+
+def _json_fixture(*parts):
+    import json
+    return json.loads(read_fixture(*parts))
+
+
+def test_corruption_counts_u_fffd_in_a_captured_answer_and_fails():
+    body = _json_fixture("health", "sim-cpu", "api", "korean-probe.json")
+    n = health.count_replacement_chars(health.message_text(body))
+    assert n == 1  # random weights: one byte fragment in the reasoning text
+    got = health.evaluate_corruption([n, 0, 0], "RedHatAI/GLM-5.3-Flash-NVFP4")
+    assert got["ok"] is False and got["counts"] == [1, 0, 0]
+    assert got["msg"].startswith("corruption probe: U+FFFD 1 / 0 / 0 over 3 passes (Korean prompt, temperature 0, "
+                                 "0 expected) from checkpoint RedHatAI/GLM-5.3-Flash-NVFP4")
+    assert "catalogue token_corruption" in got["msg"]
+
+
+def test_corruption_report_figures_and_clean_passes():
+    # the TP2 report's ModelOpt counts fail, its compressed-tensors counts pass
+    assert health.evaluate_corruption([4, 9, 8])["msg"].startswith("corruption probe: U+FFFD 4 / 9 / 8 over 3 passes")
+    clean = _json_fixture("health", "sim-cpu", "api", "chat-enable-thinking-false.json")
+    n = health.count_replacement_chars(health.message_text(clean))
+    assert n == 0
+    assert health.evaluate_corruption([n, n, n]) == {"ok": True, "counts": [0, 0, 0],
+                                                     "msg": "corruption probe: U+FFFD 0 / 0 / 0 over 3 passes"}
+    bad = health.evaluate_corruption([0, "HTTP 500: boom", 0])
+    assert bad["ok"] is False and bad["counts"] == [0, None, 0] and "a pass failed: HTTP 500: boom" in bad["msg"]
+
+
+def test_message_text_reads_tool_call_arguments_too():
+    body = _json_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")
+    assert health.count_replacement_chars(health.message_text(body)) == 7
+    assert health.chat_message(body)["content"] is None
+
+
+# ---------------------------------------------------------------- tool smoke well-formedness (G11, G12)
+
+def test_sim_tool_answer_is_well_formed_non_streamed_and_streamed():
+    body = _json_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")
+    got = health.evaluate_tool_message(body, ["get_weather"], tool_call_parser="glm47")
+    assert got == {"ok": True, "msg": "non-streamed answer well-formed: finish_reason length, 0 tool call(s)"}
+    streamed, deltas = health.assemble_stream(read_fixture("health", "sim-cpu", "api", "tool-auto-get-weather-stream.sse"))
+    assert deltas == 0
+    # the folded stream carries the same text as the non-streamed answer (temperature 0, same request)
+    assert streamed["choices"][0]["message"]["reasoning"] == body["choices"][0]["message"]["reasoning"]
+    assert streamed["choices"][0]["finish_reason"] == "length"
+    got = health.evaluate_tool_message(streamed, ["get_weather"], streamed=True, tool_call_deltas=deltas)
+    assert got["ok"] is True and got["msg"].startswith("streamed answer well-formed")
+    # what is not judged: the model did not call the tool; with judge "call" that fails
+    assert health.evaluate_tool_call(body, "get_weather", {"city": "Berlin"}, "glm47")["issue"] == "no_tool_call"
+
+
+def test_g12_stream_ending_tool_calls_without_deltas_fails():
+    body, deltas = health.assemble_stream(read_fixture("health", "api", "g12-stream-end-tool-calls-without-deltas.sse"))
+    assert deltas == 0
+    got = health.evaluate_tool_message(body, ["get_time"], streamed=True, tool_call_deltas=deltas,
+                                       tool_call_parser="glm47")
+    assert got["ok"] is False
+    assert got["msg"] == ("streamed answer is malformed (tool-call parser glm47, catalogue tool_parser_zero_arg): "
+                          "finish_reason tool_calls without any tool call; finish_reason tool_calls but no "
+                          "delta.tool_calls in the stream")
+
+
+def test_g12_name_fused_with_markup_fails():
+    body = _json_fixture("health", "api", "g12-name-fused-with-markup.json")
+    got = health.evaluate_tool_message(body, ["run_command"], tool_call_parser="glm47")
+    assert got["ok"] is False and "(tool-call markup in the name)" in got["msg"]
+    assert "not one of the offered tools ['run_command']" in got["msg"]
+
+
+def test_g11_empty_arguments_are_well_formed_but_fail_the_call_judge():
+    body = _json_fixture("health", "api", "g11-parsed-empty-arguments.json")
+    assert health.evaluate_tool_message(body, ["search"])["ok"] is True
+    got = health.evaluate_tool_call(body, "search", {"query": "how many vacation days left"}, "glm47")
+    assert got["ok"] is False and "lacks argument(s)" in got["msg"] and "glm47" in got["msg"]
+
+
+def test_stream_that_is_not_sse_is_refused():
+    with pytest.raises(ValueError, match="no data chunk"):
+        health.assemble_stream('{"error": "not a stream"}')

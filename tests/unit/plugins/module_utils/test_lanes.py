@@ -10,7 +10,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.render import group_
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 LANES = sorted(f[:-4] for f in os.listdir(os.path.join(ROOT, "lanes")) if f.endswith(".yml"))
-SHIPPED = ["sim_cpu_tp2", "sim_cpu_tp3", "tp2_dflash2", "tp2_mtp", "tp3_dflash2", "tp3_mtp", "tp4_dflash2_1m"]
+SHIPPED = ["sim_cpu_tp2", "sim_cpu_tp3", "tp2_dflash2", "tp2_mtp", "tp3_dflash2", "tp3_mtp", "tp4_dflash2_1m",
+           "tp2_dflash2_ct", "tp3_mtp_ct", "tp3_dflash2_ct"]
 
 
 def load(name):
@@ -42,7 +43,7 @@ def test_every_lane_renders_one_spec_for_the_whole_group(name):
             assert "--gpus" not in specs["node-%d" % r]["docker_argv"]
 
 
-@pytest.mark.parametrize("inventory,lane_name", [("sample_tp2", "tp2_dflash2"), ("sample_tp3", "tp3_mtp"),
+@pytest.mark.parametrize("inventory,lane_name", [("sample_tp2", "tp2_dflash2_ct"), ("sample_tp3", "tp3_mtp"),
                                                  ("sample_tp4", "tp4_dflash2_1m")])
 def test_sample_inventories_validate_with_their_lane(inventory, lane_name):
     base = os.path.join(ROOT, "inventories", inventory)
@@ -106,3 +107,35 @@ def test_docs_table_names_every_lane_and_every_serve_key():
     from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import LANE_SCHEMA
     for key in LANE_SCHEMA["properties"]["serve"]["properties"]:
         assert "`%s`" % key in doc, "serve.%s is not documented in docs/lanes.md" % key
+
+
+def test_every_spark_lane_has_a_compressed_tensors_variant_and_a_corruption_probe():
+    """catalogue token_corruption: ModelOpt only where a lane says so, a compressed-tensors lane beside each."""
+    spark = [load(n) for n in LANES if load(n)["platform"] == "spark"]
+    ct = [lane for lane in spark if lane["checkpoint"]["quantization"] == "compressed-tensors"]
+    for lane in spark:
+        assert lane["checkpoint"]["quantization"] in ("modelopt", "compressed-tensors"), lane["name"]
+        assert lane["health"]["corruption_probe"]["passes"] == 3, lane["name"]
+        twin = [c for c in ct if c["tensor_parallel_size"] == lane["tensor_parallel_size"]
+                and (c["serve"]["speculative_config"] or {}).get("method")
+                == (lane["serve"]["speculative_config"] or {}).get("method")]
+        assert twin, "%s has no compressed-tensors variant" % lane["name"]
+    for name in ("tp2_dflash2_ct", "tp3_mtp_ct", "tp3_dflash2_ct"):
+        lane, base = load(name), load(name[:-3])
+        assert lane["checkpoint"]["repo_id"] == "RedHatAI/GLM-5.3-Flash-NVFP4"
+        # the variant changes the checkpoint only: image, flags, padding and fix files are the base lane's
+        for key in ("image", "serve", "container", "padding", "fix_files", "drafter"):
+            assert lane[key] == base[key], (name, key)
+
+
+def test_sim_lanes_run_the_production_parser_flags():
+    for name in ("sim_cpu_tp2", "sim_cpu_tp3"):
+        lane = load(name)
+        cmd = render_rank(lane, {"rank": 0, "host_ip": "192.0.2.10", "master_addr": "192.0.2.10",
+                                 "kernel_fix_mounts": [{"host": "/f", "container": f["container_path"], "mode": "ro"}
+                                                       for f in lane["fix_files"]]})["command"]
+        assert cmd[cmd.index("--tool-call-parser") + 1] == "glm47"
+        assert cmd[cmd.index("--reasoning-parser") + 1] == "glm45"
+        assert "--enable-auto-tool-choice" in cmd
+        assert lane["health"]["tool_smoke"] is True and lane["health"]["tool_smoke_judge"] == "wellformed"
+        assert "corruption_probe" not in lane["health"]  # random weights emit U+FFFD by themselves

@@ -261,6 +261,9 @@ def spark_node(**over):
         'gpu_name': row['name'], 'gpu_names': [row['name']],
         'disk': {'/data/models/glm': {'probe': '/data', 'device': 7, 'free_gib': 500.0}},
         'hostname_resolution': N.hostname_verdict('node-a', ['192.0.2.10']),
+        # the captured runc-only daemon plus the runtime nvidia-ctk registers
+        'docker_runtimes': N.parse_docker_runtimes(read_fixture('node', 'sim-node-docker-info-runtimes.json').strip())
+        + ['nvidia'],
     }
     node.update(over)
     return node, mem
@@ -273,7 +276,7 @@ def by_name(checks):
 def test_spark_node_all_pass():
     node, _ = spark_node()
     checks = N.node_checks('node-a', node, SPARK_LANE)
-    assert [c['name'] for c in checks] == ['nvidia_driver', 'gpu_name', 'cma_total', 'swap', 'disk',
+    assert [c['name'] for c in checks] == ['nvidia_driver', 'gpu_name', 'nvidia_runtime', 'cma_total', 'swap', 'disk',
                                            'hostname_not_loopback']
     assert all(c['ok'] and c['message'] == '' for c in checks)
     assert by_name(checks)['nvidia_driver']['measured'] == '580.126.09'
@@ -436,3 +439,53 @@ def test_swap_verdict_and_cycle_on_the_f17_node():
     assert N.swap_cycle_plan(off) == ("skip", 0, "no swap in use")
     tight = dict(meminfo, MemAvailable=400000)
     assert N.swap_cycle_plan(tight)[0] == "refuse"
+
+
+# ---------------------------------------------------------------- G17 nvidia runtime, userspace OOM killers
+
+def test_g17_runtimes_of_a_node_without_the_toolkit_fail_on_spark_lanes():
+    runtimes = N.parse_docker_runtimes(read_fixture("node", "sim-node-docker-info-runtimes.json").strip())
+    assert runtimes == ["io.containerd.runc.v2", "io.containerd.runtime.v1.linux", "runc"]
+    node = {"docker_runtimes": runtimes, "driver_version": "580.126.09", "gpu_names": ["NVIDIA GB10"],
+            "cma_total_kib": 65536}
+    [check] = [c for c in N.node_checks("spark-a", node, {"platform": "spark"}) if c["name"] == "nvidia_runtime"]
+    assert check["ok"] is False and check["measured"] == "io.containerd.runc.v2, io.containerd.runtime.v1.linux, runc"
+    assert check["message"].startswith("spark-a: the docker daemon registers no 'nvidia' runtime (runtimes: "
+                                       "io.containerd.runc.v2, io.containerd.runtime.v1.linux, runc)")
+    assert "nvidia-ctk runtime configure --runtime=docker" in check["message"]
+    assert "catalogue nvidia_runtime_missing" in check["message"]
+    node["docker_runtimes"] = runtimes + ["nvidia"]
+    [check] = [c for c in N.node_checks("spark-a", node, {"platform": "spark"}) if c["name"] == "nvidia_runtime"]
+    assert check["ok"] is True
+    # the CPU lanes run no GPU container: not judged there
+    assert "nvidia_runtime" not in [c["name"] for c in N.node_checks("sim-0", node, {"platform": "cpu"})]
+
+
+def test_g17_docker_unusable_names_the_error():
+    node = {"docker_runtimes": None, "docker_runtimes_error": "permission denied while trying to connect"}
+    [check] = [c for c in N.node_checks("spark-b", node, {"platform": "spark"}) if c["name"] == "nvidia_runtime"]
+    assert check["ok"] is False and "docker info gave no runtimes: permission denied" in check["message"]
+    with pytest.raises(N.NodeCheckError, match="not JSON"):
+        N.parse_docker_runtimes("Error: template")
+
+
+def test_userspace_oom_killers_from_process_names():
+    comms = read_fixture("node", "sim-node-proc-comm.txt").splitlines()
+    assert N.running_oom_killers(comms) == []
+    assert N.node_warnings("spark-sim-0", {"oom_killers": N.running_oom_killers(comms)}) == []
+    # the same node with systemd-oomd and earlyoom started (their /proc/<pid>/comm values)
+    found = N.running_oom_killers(comms + ["systemd-oomd\n", "earlyoom\n"])
+    assert found == ["earlyoom", "systemd-oomd"]
+    [msg] = N.node_warnings("spark-a", {"oom_killers": found})
+    assert msg.startswith("spark-a: earlyoom and systemd-oomd run on this node and kill processes from outside "
+                          "the kernel (exit 137, OOMKilled false; catalogue userspace_oom_killer)")
+
+
+def test_read_oom_killers_walks_a_proc_tree(tmp_path):
+    for pid, name in ((1, "systemd"), (412, "systemd-oomd"), (999, "vllm")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(name + "\n")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "1000").mkdir()  # exited while read: no comm file
+    assert N.read_oom_killers(str(tmp_path)) == ["systemd-oomd"]
+    assert N.read_oom_killers(str(tmp_path / "absent")) == []

@@ -611,3 +611,37 @@ def test_management_subnet_on_a_roce_port_does_not_win_by_sort_order():
     one = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1}, mtu=None, platform='cpu',
                         fabric_cidr='10.0.0.0/24')
     assert (one['fabric_cidrs'], one['fabric_choice']['basis']) == (['10.0.0.0/24'], 'pinned')
+
+
+# ------------------------------------------------------------------ netplan persistence (catalogue fabric_mtu_mismatch)
+
+def test_netplan_keeps_the_published_ring_addresses_and_mtu():
+    published = yml('ip', 'spark-3node-ring-netplan-addresses.yaml')
+    hosts = ring_hosts(published)
+    plan = R.plan_fabric(hosts, ranks={'node-a': 0, 'node-b': 1, 'node-c': 2}, mtu=None, platform='cpu')
+    for node, ifs in published.items():
+        netdevs = plan['hosts'][node]['fabric_netdevs']
+        doc = R.netplan_fabric(hosts[node], netdevs, 9000, addresses=True)
+        assert doc['network']['version'] == 2
+        eth = doc['network']['ethernets']
+        assert sorted(eth) == sorted(netdevs) and netdevs
+        for name, entry in eth.items():
+            # the address NVIDIA's netplan gives that netdev, kept as written there
+            assert entry == {'mtu': 9000, 'addresses': [ifs[name]]}, (node, name)
+        # MTU only: the addresses stay with the operator's own file
+        assert R.netplan_fabric(hosts[node], netdevs, 9000)['network']['ethernets'] == \
+            dict((n, {'mtu': 9000}) for n in netdevs)
+
+
+def test_netplan_refuses_what_it_cannot_persist():
+    facts = brief_host(fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt'),
+                       fx('ip', 'unconfigured-spark-node-a.ip-br-addr.txt'),
+                       link_text=fx('ip', 'unconfigured-spark-node-a.ip-br-link.txt'))
+    with pytest.raises(R.RdmaError, match='no fabric netdev on this host'):
+        R.netplan_fabric(facts, [], 9000)
+    with pytest.raises(R.RdmaError, match='enp1s0f1np1 holds no IPv4 to persist'):
+        R.netplan_fabric(facts, ['enp1s0f1np1'], 9000, addresses=True)
+    with pytest.raises(R.RdmaError, match=r"fabric MTU 1200 to persist is not an Ethernet MTU in 1280\.\.9216"):
+        R.netplan_fabric(facts, ['enp1s0f1np1'], 1200)
+    with pytest.raises(R.RdmaError, match='fabric netdev eth9 is not among'):
+        R.netplan_fabric(facts, ['eth9'], 9000)

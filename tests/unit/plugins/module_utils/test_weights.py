@@ -329,7 +329,7 @@ def test_guard_redhat_compressed_tensors_passes_every_mode():
 
 def test_guard_libertaidai_partial_attention_modelopt_refused():
     cfg = glm_config("libertaidai")
-    verdict, refusals, _w = w.guard(cfg, lane_quantization="nvfp4", where="/m")
+    verdict, refusals, _w = w.guard(cfg, lane_quantization="modelopt", where="/m")
     assert verdict["format"] == "modelopt" and verdict["family"] == "nvfp4" and verdict["scheme"] == "W4A16_NVFP4"
     assert verdict["attention_quantized_layers"] == list(range(45))
     assert refusals == [
@@ -338,14 +338,14 @@ def test_guard_libertaidai_partial_attention_modelopt_refused():
         "catalogue image_cuda_newer_than_driver; docs/weights.md). Use RedHatAI/GLM-5.3-Flash-NVFP4 (compressed-tensors) or "
         "nvidia/GLM-5.3-Flash-NVFP4 (attention kept high precision), or set "
         "model_weights_allow_modelopt_attention: true to accept the risk"]
-    assert w.guard(cfg, allow_modelopt_attention=True)[1] == []
+    assert w.guard(cfg, lane_quantization="modelopt", allow_modelopt_attention=True)[1] == []
 
 
 def test_guard_nvidia_passes_dflash_refuses_mtp():
     cfg = glm_config("nvidia")
-    verdict, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="nvfp4", spec_method="dflash")
+    verdict, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="modelopt", spec_method="dflash")
     assert refusals == [] and verdict["attention_quantized_layers"] == []
-    _v, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="nvfp4", spec_method="mtp", where="/m")
+    _v, refusals, _w = w.guard(cfg, weight_map=_index(), lane_quantization="modelopt", spec_method="mtp", where="/m")
     assert refusals == ["/m: MTP cannot be served on sm121 with this checkpoint: layer 45 (the MTP head) is not "
                         "covered by its quantization (its scale tensors differ from layer 44); use a DFlash2 lane "
                         "(docs/weights.md)"]
@@ -354,13 +354,13 @@ def test_guard_nvidia_passes_dflash_refuses_mtp():
 def test_guard_nvidia_ignore_list_stopping_one_layer_short_is_refused():
     cfg = glm_config("nvidia")
     cfg["quantization_config"]["ignore"].remove("model.language_model.layers.44.self_attn*")
-    verdict, refusals, _w = w.guard(cfg)
+    verdict, refusals, _w = w.guard(cfg, allow_modelopt=True)
     assert verdict["attention_quantized_layers"] == [44]
     assert "in 1 of 45 layers (first: layer 44" in refusals[0]
 
 
 def test_guard_mtp_without_index_warns_only():
-    _v, refusals, warnings = w.guard(glm_config("nvidia"), spec_method="mtp", where="/m")
+    _v, refusals, warnings = w.guard(glm_config("nvidia"), spec_method="mtp", where="/m", lane_quantization="modelopt")
     assert refusals == []
     assert warnings == ["/m: model.safetensors.index.json unreadable; MTP coverage not checked "
                         "(docs/weights.md skips it too)"]
@@ -376,7 +376,7 @@ def test_guard_nvfp4_lane_refuses_fp8_checkpoint():
     mo = glm_config("nvidia")
     mo["quantization_config"]["quant_algo"] = "FP8"
     assert w.classify(mo)["family"] == "fp8"
-    assert w.guard(mo, lane_quantization="nvfp4")[1][0].startswith("checkpoint: the lane expects a nvfp4")
+    assert w.guard(mo, lane_quantization="modelopt")[1][0].startswith("checkpoint: the lane expects a nvfp4")
 
 
 def test_guard_unquantized_and_lane_vocabulary():
@@ -394,16 +394,45 @@ def test_guard_reads_text_config_and_hf_quant_config():
           "quantization": copy.deepcopy(fixture_json("quantization-config-nvidia.json"))}
     del hf["quantization"]["quant_method"]
     hf["quantization"]["exclude_modules"] = hf["quantization"].pop("ignore")
-    verdict, refusals, _w = w.guard(glm_config(), hf_quant=hf)
+    verdict, refusals, _w = w.guard(glm_config(), hf_quant=hf, allow_modelopt=True)
     assert verdict["format"] == "modelopt" and verdict["source"] == "hf_quant_config.json" and refusals == []
 
 
 def test_guard_blackfrost_w4a4_without_input_scale_refused():
     cfg = glm_config("nvidia")
     wm = {k: v for k, v in _index().items() if not k.endswith("input_scale")}
-    refusals = w.guard(cfg, weight_map=wm, where="/m")[1]
+    refusals = w.guard(cfg, weight_map=wm, where="/m", lane_quantization="modelopt")[1]
     assert refusals == ["/m: quant_algo NVFP4 (W4A4) but the index has no input_scale tensor; the output garbles "
                         "(docs/weights.md, the Blackfrost mislabel). Set quantization_config.quant_algo to W4A16_NVFP4"]
+
+
+# ModelOpt only when said so (catalogue token_corruption): the format comes from the checkpoint's own files.
+
+@pytest.mark.parametrize("lane_q", [None, "nvfp4", "compressed-tensors"])
+def test_modelopt_refused_unless_the_lane_or_operator_says_so(lane_q):
+    hf = {"producer": {"name": "modelopt", "version": "0.47.0"},
+          "quantization": copy.deepcopy(fixture_json("quantization-config-nvidia.json"))}
+    del hf["quantization"]["quant_method"]
+    # hf_quant_config.json only: config.json carries no quantization block, as in ModelOpt exports
+    verdict, refusals, _w = w.guard(glm_config(), hf_quant=hf, lane_quantization=lane_q, where="node-a:/m")
+    assert verdict["format"] == "modelopt" and verdict["source"] == "hf_quant_config.json"
+    assert len(refusals) == 1
+    assert refusals[0].startswith("node-a:/m: a ModelOpt build (quant_method modelopt, quant_algo NVFP4, read from "
+                                  "hf_quant_config.json) but the lane says checkpoint.quantization %s;"
+                                  % (lane_q or "(unset)"))
+    assert "catalogue token_corruption" in refusals[0] and "model_weights_allow_modelopt: true" in refusals[0]
+    assert w.guard(glm_config(), hf_quant=hf, lane_quantization="modelopt")[1] == []
+    if lane_q != "compressed-tensors":
+        assert w.guard(glm_config(), hf_quant=hf, lane_quantization=lane_q, allow_modelopt=True)[1] == []
+
+
+def test_compressed_tensors_lane_refuses_other_formats_and_passes_redhat():
+    assert w.guard(glm_config("redhat"), lane_quantization="compressed-tensors")[1] == []
+    assert w.lane_family("compressed-tensors") == "nvfp4" and w.lane_format("compressed-tensors") == "compressed-tensors"
+    refusals = w.guard(glm_config("nvidia"), lane_quantization="compressed-tensors", allow_modelopt=True, where="/m")[1]
+    assert refusals == ["/m: the lane says checkpoint.quantization compressed-tensors but this checkpoint is modelopt "
+                        "(from config.json). Fetch the compressed-tensors build (RedHatAI/GLM-5.3-Flash-NVFP4) or "
+                        "correct the lane"]
 
 
 # --------------------------------------------------------------------------- NFS (C.5, catalogue file_not_found)

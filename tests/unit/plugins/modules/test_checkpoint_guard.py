@@ -27,20 +27,36 @@ def test_redhat_passes_with_verdict(tmp_path):
 
 def test_libertaidai_refused_unless_allowed(tmp_path):
     root = _dir(tmp_path, "libertaidai")
-    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4"})
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "modelopt"})
     assert failed and res["msg"].startswith("REFUSING: %s: ModelOpt build quantizes self-attention in 45 of 45 "
                                             "layers" % root)
-    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "modelopt",
                                                      "allow_modelopt_attention": True})
     assert not failed
 
 
+def test_modelopt_needs_the_lane_or_the_operator(tmp_path):
+    """catalogue token_corruption: the format is read from the directory's config.json, not the repo name."""
+    root = _dir(tmp_path, "nvidia", index=True)
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "compressed-tensors",
+                                                     "node": "spark-a"})
+    assert failed and res["verdict"]["format"] == "modelopt"
+    assert "a ModelOpt build (quant_method modelopt, quant_algo NVFP4, read from config.json) but the lane says " \
+           "checkpoint.quantization compressed-tensors" in res["msg"]
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+                                                     "allow_modelopt": True, "spec_method": "dflash"})
+    assert not failed, res.get("msg")
+    res, failed = run_module(checkpoint_guard.main, {"path": _dir(tmp_path / "r", "redhat"),
+                                                     "lane_quantization": "compressed-tensors"})
+    assert not failed and res["verdict"]["format"] == "compressed-tensors"
+
+
 def test_nvidia_mtp_refused_dflash_passes(tmp_path):
     root = _dir(tmp_path, "nvidia", index=True)
-    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "modelopt",
                                                      "spec_method": "dflash"})
     assert not failed and res["verdict"]["scheme"] == "NVFP4"
-    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "nvfp4",
+    res, failed = run_module(checkpoint_guard.main, {"path": root, "lane_quantization": "modelopt",
                                                      "spec_method": "mtp"})
     assert failed and res["msg"] == ("REFUSING: %s: MTP cannot be served on sm121 with this checkpoint: layer 45 "
                                      "(the MTP head) is not covered by its quantization (its scale tensors differ "

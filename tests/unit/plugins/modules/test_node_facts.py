@@ -49,7 +49,21 @@ def node_env(tmp_path, monkeypatch):
         'os_release_path': write(tmp_path / 'os-release', 'ID=ubuntu\nVERSION_ID="24.04"\nPRETTY_NAME="Ubuntu 24.04.4 LTS"\n'),
         'nvidia_smi': nvidia_smi_stub(tmp_path),
         'disk_paths': [str(tmp_path / 'models' / 'not-yet' / 'glm')],
+        'docker_bin': docker_stub(tmp_path),
+        'proc_root': str(tmp_path / 'proc'),
     }
+
+
+def docker_stub(tmp_path, rc=0):
+    """A docker CLI that prints a simulated node's captured runtimes (the toolkit missing), or fails."""
+    out = read_fixture('node', 'sim-node-docker-info-runtimes.json').strip()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / 'docker'
+    path.write_text("#!/bin/sh\n[ \"$1 $2 $3\" = 'info --format {{json .Runtimes}}' ] || exit 9\n"
+                    + ("printf '%%s\\n' '%s'\n" % out if rc == 0 else
+                       "echo 'permission denied while trying to connect to the Docker daemon socket' >&2\nexit 1\n"))
+    path.chmod(0o755)
+    return str(path)
 
 
 def test_gb10_node_facts(node_env, tmp_path):
@@ -115,3 +129,16 @@ def test_meminfo_without_memavailable_fails(node_env, tmp_path):
 
 def test_stub_is_executable(tmp_path):
     assert os.stat(nvidia_smi_stub(tmp_path)).st_mode & stat.S_IXUSR
+
+
+def test_g17_docker_runtimes_and_oom_killers(node_env, tmp_path):
+    for pid, name in ((1, 'systemd'), (277, 'earlyoom')):
+        write(tmp_path / 'proc' / str(pid) / 'comm', name + '\n')
+    node = run_module(M.main, node_env)[0]['node']
+    assert node['docker_runtimes'] == ['io.containerd.runc.v2', 'io.containerd.runtime.v1.linux', 'runc']
+    assert node['docker_runtimes_error'] == ''
+    assert node['oom_killers'] == ['earlyoom']
+    node_env['docker_bin'] = docker_stub(tmp_path / 'x', rc=1)
+    node = run_module(M.main, node_env)[0]['node']
+    assert node['docker_runtimes'] is None
+    assert node['docker_runtimes_error'].startswith('permission denied')

