@@ -179,9 +179,9 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
     st = state(fleet)
     assert st["strikes"] == 0 and st["last_restart_ok"] is True
     return _record("watchdog_" + name, fault=name, t_fault=t_fault, verdict=expect_verdict, verdict_line=verdict_line,
-                  detected_s=round(t_detect - t_fault, 1), restart_started_s=round(t_act - t_fault, 1),
-                  serving_again_s=round(t_end - t_fault, 1), chat_ok_s=round(t_serving - t_fault, 1),
-                  logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
+                   detected_s=round(t_detect - t_fault, 1), restart_started_s=round(t_act - t_fault, 1),
+                   serving_again_s=round(t_end - t_fault, 1), chat_ok_s=round(t_serving - t_fault, 1),
+                   logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
 
 
 def test_kill_head_container_group_restarted_worker_first(watched):
@@ -247,8 +247,8 @@ def test_persistent_fault_three_strikes_then_give_up(watched, tmp_path):
     assert "result=serving" in result, result
     fleet.chat()
     _record("watchdog_give_up", fault="worker rank spec with a flag vLLM refuses (persists)", verdict="rank_dead",
-           attempts=len(attempts), gave_up_s=round(t_gave_up - t0, 1), gave_up=gave, logs_kept=kept,
-           strikes=3, reset_to_serving_s=round(t_end - t_reset, 1))
+            attempts=len(attempts), gave_up_s=round(t_gave_up - t0, 1), gave_up=gave, logs_kept=kept,
+            strikes=3, reset_to_serving_s=round(t_end - t_reset, 1))
 
 
 def _stop_engine(fleet, node, sig):
@@ -297,7 +297,7 @@ def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(wat
     for node in fleet.nodes:
         set_gpu(fleet, node)
     _record("watchdog_long_prefill", fault="SIGSTOP on the worker's engine, GPU at 61.2 W", verdict="long_prefill",
-           detected_s=round(t_lp - t_stop, 1), action="none", restarted=False)
+            detected_s=round(t_lp - t_stop, 1), action="none", restarted=False)
     assert rec["verdict"] == "wedged"
 
 
@@ -335,8 +335,8 @@ def test_node_reboot_group_comes_back_in_order(watched):
     st = state(fleet)
     assert st["strikes"] == 0 and st["last_restart_ok"] is True
     _record("watchdog_reboot", fault="docker restart of the head's node container", verdict="head_down",
-           verdict_line=action, node_back_s=round(t_up - t0, 1), restart_started_s=round(t_act - t0, 1),
-           serving_again_s=round(t_end - t0, 1), logs_kept=saved, strikes=st["strikes"])
+            verdict_line=action, node_back_s=round(t_up - t0, 1), restart_started_s=round(t_act - t0, 1),
+            serving_again_s=round(t_end - t0, 1), logs_kept=saved, strikes=st["strikes"])
 
 
 def test_api_key_lane_canary_authenticates_and_a_healthy_group_is_left_alone(watched, tmp_path):
