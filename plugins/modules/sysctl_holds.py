@@ -46,14 +46,7 @@ options:
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-attributes:
-  check_mode:
-    support: full
-    details: Only reads.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - dgxspark.vllm.attributes.read_only
 """
 
 EXAMPLES = r"""
