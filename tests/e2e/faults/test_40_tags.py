@@ -49,8 +49,16 @@ def role_task_names(role):
     return names
 
 
+# Tags of one step inside a role's play, documented with their own playbook: not a role tag of site.yml.
+STEP_TAGS = {"node_prep_boot": "playbooks/prepare.yml"}
+
+
 def test_the_tag_list_covers_every_documented_tag():
-    assert documented_tags() <= set(TAGS), documented_tags() - set(TAGS)
+    documented = documented_tags() - set(STEP_TAGS)
+    assert documented <= set(TAGS), documented - set(TAGS)
+    for tag, playbook in STEP_TAGS.items():
+        with open(os.path.join(ROOT, playbook)) as f:
+            assert re.search(r"tags: \[[^\]]*\b%s\b" % tag, f.read()), (tag, playbook)
 
 
 @pytest.mark.parametrize("tag", TAGS)
