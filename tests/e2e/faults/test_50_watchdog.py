@@ -41,6 +41,16 @@ FAST = {"vllm_watchdog_enabled": True, "vllm_watchdog_interval_s": 3, "vllm_watc
         "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30}
 
 
+def assert_group_restarted_in_order(fleet, before, lines):
+    """Whole group, in order: every rank is a new container; the worker started before the head."""
+    after = fleet.ranks()
+    for node in fleet.nodes:
+        assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
+    assert after[fleet.worker]["started"] < after[fleet.head]["started"], after
+    starts = [m for _t, m in lines if m.startswith("step=start")]
+    assert [m.split()[1] for m in starts] == ["host=%s" % fleet.worker, "host=%s" % fleet.head], starts
+
+
 def _record(name, **fields):
     """reports/faults/<name>.json with the machine's load average beside the seconds."""
     with open("/proc/loadavg") as f:
@@ -164,13 +174,7 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
     t_act, action = first_line(lines, "action=restart_group stamp=")
     assert action and "order=logs:" in action, lines
     assert "result=serving" in result, result
-    # Whole group, in order: every rank is a new container; the worker started before the head.
-    after = fleet.ranks()
-    for node in fleet.nodes:
-        assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
-    assert after[fleet.worker]["started"] < after[fleet.head]["started"], after
-    starts = [m for _t, m in lines if m.startswith("step=start")]
-    assert [m.split()[1] for m in starts] == ["host=%s" % fleet.worker, "host=%s" % fleet.head], starts
+    assert_group_restarted_in_order(fleet, before, lines)
     stamp = action.split("stamp=")[1].split()[0]
     saved = logs_saved(fleet, stamp)
     assert all(saved[n] for n in fleet.nodes), saved
@@ -316,12 +320,7 @@ def test_node_reboot_group_comes_back_in_order(watched):
     t_act, action = first_line(lines, "action=restart_group stamp=")
     assert action and "head_down" in action, lines
     assert "result=serving" in result, result
-    after = fleet.ranks()
-    for node in fleet.nodes:
-        assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
-    assert after[fleet.worker]["started"] < after[fleet.head]["started"], after
-    starts = [m for _t, m in lines if m.startswith("step=start")]
-    assert [m.split()[1] for m in starts] == ["host=%s" % fleet.worker, "host=%s" % fleet.head], starts
+    assert_group_restarted_in_order(fleet, before, lines)
     # every node's readiness (rank spec, image, mounted files; swap, swappiness, MTU when the lane asks) was
     # checked after the boot and before any rank was touched
     ready = [(t, m) for t, m in lines if m.startswith("step=ready")]
