@@ -38,12 +38,12 @@ def _matcher_lines(m):
 
 
 def doc_refs():
-    """The labels of rules that are no failure and the shipped document each now points at (DOC_REFS of
-    tools/cite_catalogue.py, the one mapping)."""
+    """The labels of rules that are no failure and the shipped document each now points at, and the sample
+    labels with their captures (DOC_REFS and SAMPLE_REFS of tools/cite_catalogue.py, the one mapping)."""
     spec = importlib.util.spec_from_file_location("dgxspark_cite", os.path.join(ROOT, "tools", "cite_catalogue.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.DOC_REFS
+    return mod.DOC_REFS, mod.SAMPLE_REFS
 
 
 def render(catalogue):
@@ -87,8 +87,9 @@ def render(catalogue):
             out.append("")
             out.append("Formerly: %s" % ", ".join(e["refs"]))
         out.append("")
+    docs, samples = doc_refs()
     by_doc = {}
-    for label, doc in sorted(doc_refs().items()):
+    for label, doc in sorted(docs.items()):
         by_doc.setdefault(doc, []).append(label)
     out.append("## Former labels that name a rule, not a failure")
     out.append("")
@@ -98,6 +99,15 @@ def render(catalogue):
     out.append("|---|---|")
     for doc in sorted(by_doc):
         out.append("| %s | %s |" % (doc, ", ".join(by_doc[doc])))
+    out.append("")
+    out.append("## Former sample labels")
+    out.append("")
+    out.append("A sample label (Snn) named a captured output; it now points at the capture the collection ships:")
+    out.append("")
+    out.append("| capture | formerly |")
+    out.append("|---|---|")
+    for label, path in sorted(samples.items()):
+        out.append("| %s | %s |" % (path, label))
     out.append("")
     return "\n".join(out)
 

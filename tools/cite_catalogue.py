@@ -10,7 +10,8 @@ catalogue (docs/catalogue.md)". The output has no ": " so YAML plain scalars sta
 
 Usage: python3 tools/cite_catalogue.py [--check] [--list] [PATH ...]
   default paths: roles plugins docs playbooks lanes README.md benchmarks tests (not tests/fixtures)
-  --check  change nothing, exit 1 when a citation is left
+  --check  change nothing, exit 1 when a citation is left (bare section labels A.6, samples S05 and
+           gotchas G #16 included, and any label that nothing maps)
   --list   print every citation found and its replacement
 Idempotent: a second run finds nothing to change.
 """
@@ -24,10 +25,7 @@ DEFAULT = ["roles", "plugins", "docs", "playbooks", "lanes", "README.md", "bench
            "Makefile", "molecule", "meta"]
 SKIP = [os.path.join("tests", "fixtures"), os.path.join("docs", "catalogue.md"),
         os.path.join("plugins", "module_utils", "catalogue.py"), os.path.join("tools", "cite_catalogue.py"),
-        os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"), "changelogs",
-        # its rewrite changes the bytes test_writer_matches_safetensors_library compares: cite by hand
-        os.path.join("plugins", "module_utils", "tp_padding.py"),
-        os.path.join("tests", "unit", "plugins", "module_utils", "test_tp_padding.py")]
+        os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"), "changelogs"]
 EXTS = (".py", ".yml", ".yaml", ".md", ".j2", ".txt", ".sh", ".cfg", ".ini", ".json", ".rst")
 # field-case ids of the two field-case notes; any other Gnn is a gotcha written without '#'
 FIELD_G = {"G02", "G04", "G05", "G08", "G10", "G11", "G12", "G14", "G16", "G17", "G18", "G19", "G20", "G21"}
@@ -43,10 +41,17 @@ JOIN = r"(?:[ \t]*(?:,|/|;|&|\band\b|\bor\b)[ \t]*(?:%s[ \t]+)?§?[ \t]*)" % PRE
 RUN = re.compile(r"\b%s[ \t]+§?[ \t]*(%s(?:%s%s)*)" % (PREFIX, LAB, JOIN, LAB))
 # after the rewrite (yamllint and ansible-test pep8 allow 160 columns)
 MAX_COLS = 160
-BARE = re.compile(r"(?<![\w#.-])(G#\d+(?:-\d+)?|F\d\d|G\d\d)(?![\w#])")
+# a label standing alone: "(A.6)", "§C.6", "§G", "G #16", "S05"; a quoted one is a safetensors dtype ("F16"),
+# a dotted one a version (2.30.7)
+BARE = re.compile(r"(?:§[ \t]?|(?<![\w#.\\\"'-]))(%s|G\s?#\s?\d+(?:-\d+|(?:/#?\d+)+)?|G [1-9]\d?(?:/\d+)*|F\d\d|G\d\d|"
+                  r"S\d\d(?:[-–]S\d\d)?)"
+                  r"(?![\w#]|\.\d)|§[ \t]?([A-J])(?![\w.])" % SEC.replace(r"\s*-\s*", r"\s*[-–]\s*"))
 LEFT = re.compile(r"(?:the\s+)?operations[ -]spec(?:ification)?(?:\.md)?(?:\s+sections?)?", re.I)
 ONE = re.compile(LAB)
 CID = r"[a-z0-9]+(?:_[a-z0-9]+)+"
+CITE_END = r"(catalogue %s(?:, %s)*|(?:docs|tests|roles)/[\w./-]+?\.(?:md|txt|log|csv|prom|json|yaml))" % (CID, CID)
+SLASH = re.compile(CITE_END + r"/(?=(?:docs|tests|roles)/|catalogue )")
+TWICE = re.compile(r"((?:docs|tests|roles)/[\w./-]+\.(?:md|txt|log|csv|prom|json|yaml))(?:(?:, |; )\1(?![\w./-]))+")
 MERGE = re.compile(r"catalogue %s(?:, %s)*(?:[ \t]*(?:,|;|/|\band\b)[ \t]*catalogue %s(?:, %s)*)+" % (CID, CID, CID, CID))
 
 
@@ -57,7 +62,7 @@ DOC_REFS = {
     "B.1": "docs/lanes.md", "B.2": "docs/lanes.md", "B.3": "docs/lanes.md", "B.4": "docs/lanes.md",
     "B.5": "docs/lanes.md",
     "C": "docs/node-prep.md", "C.1": "docs/node-prep.md", "C.5": "docs/weights.md", "C.6": "docs/rdma.md",
-    "D.3": "docs/tp-padding.md", "D.4": "docs/tp-padding.md", "D.5": "docs/tp-padding.md",
+    "D.2": "docs/tp-padding.md", "D.3": "docs/tp-padding.md", "D.4": "docs/tp-padding.md", "D.5": "docs/tp-padding.md",
     "E": "docs/memory-plan.md", "E.1": "docs/memory-plan.md", "E.2": "docs/memory-plan.md",
     "E.3": "docs/memory-plan.md",
     "F.1": "docs/health.md", "F.2": "docs/health.md", "F.4": "docs/health.md", "F.5": "docs/health.md",
@@ -68,6 +73,24 @@ DOC_REFS = {
     "H.3": "roles/vllm_bench/README.md",
     # captured vLLM log lines and /metrics samples: the lines the health gate reads are listed there
     "I.4": "docs/health.md", "I.5": "docs/health.md",
+}
+
+# Captured samples (Snn): the shipped capture under tests/fixtures that holds the sample.
+SAMPLE_REFS = {
+    "S01": "tests/fixtures/rdma/ibdev2netdev/spark-2node-outer-port-f1-up.txt",
+    "S02": "tests/fixtures/rdma/ibdev2netdev/spark-3node-ring-all-up.txt",
+    "S03": "tests/fixtures/rdma/ibdev2netdev/mellanox-server-mixed-ib-eth.txt",
+    "S04": "tests/fixtures/rdma/ip/unconfigured-spark-node-a.ip-br-addr.txt",
+    "S05": "tests/fixtures/node/gb10-query-name-memory-total-driver.csv",
+    "S06": "tests/fixtures/node/free-h-idle-119gi.txt",
+    "S07": "tests/fixtures/health/vllm-logs/startup/gb10-single-node-startup.log",
+    "S08": "tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom",
+    "S09": "tests/fixtures/model-configs/glm-5.3-flash-config.json",
+    "S10": "tests/fixtures/model-configs/tp-padding-reference.yaml",
+    "S11": "tests/fixtures/model-configs/dflash2-drafter-config.json",
+    "S12": "tests/fixtures/docker/image-inspect-registry-pulled-excerpt.txt",
+    "S13": "tests/fixtures/rdma/nccl-logs/spark-2node-dual-rail-healthy.log",
+    "S14": "tests/fixtures/rdma/launch-lines/tp3-y3-cluster.env.example",
 }
 
 
@@ -83,6 +106,7 @@ def load_refs():
     for r, doc in DOC_REFS.items():
         assert r not in refs, "%s is both in catalogue %s and in DOC_REFS" % (r, refs[r])
         refs[r] = doc
+    refs.update(SAMPLE_REFS)
     return refs
 
 
@@ -98,7 +122,14 @@ def cite(ids, rel=None):
 
 def expand(label):
     """Old label -> the labels it names: ranges and G#3-4 expand, Gnn without '#' is a gotcha."""
-    label = re.sub(r"\s+", "", label)
+    if re.match(r"^G\s*#?\s*\d+(?:/#?\d+)+$", label):  # "G #16/#22", "G 1/33/35": gotchas
+        return ["G#%s" % n for n in re.findall(r"\d+", label)]
+    if re.match(r"^G\s+\d+$", label):  # "G 16": a gotcha (G16 without a space is a field case)
+        return ["G#%s" % label.split()[1]]
+    label = re.sub(r"\s+", "", label).replace("\u2013", "-")
+    m = re.match(r"^S(\d\d)-S(\d\d)$", label)
+    if m:
+        return ["S%02d" % i for i in range(int(m.group(1)), int(m.group(2)) + 1)]
     m = re.match(r"^([A-J])\.([1-9])-(?:[A-J]\.)?([1-9])$", label)
     if m:
         return ["%s.%d" % (m.group(1), i) for i in range(int(m.group(2)), int(m.group(3)) + 1)]
@@ -130,7 +161,8 @@ def rewrite(text, refs, found, missing, long_lines=None, rel=None):
     out = []
     for no, line in enumerate(text.split("\n"), 1):
         new = _rewrite(line, refs, found, missing, short=False, rel=rel)
-        if len(new) > MAX_COLS and len(new) > len(line):
+        # Markdown has no column limit (its tables are one line a row): only code and YAML are shortened
+        if len(new) > MAX_COLS and len(new) > len(line) and not (rel or "").endswith(".md"):
             new = _rewrite(line, refs, [], set(), short=True, rel=rel)
             if len(new) > MAX_COLS and long_lines is not None:
                 long_lines.append(no)
@@ -151,7 +183,7 @@ def _rewrite(text, refs, found, missing, short, rel=None):
     text = RUN.sub(run_sub, text)
 
     def bare_sub(m):
-        lab = m.group(1)
+        lab = m.group(1) or m.group(2)
         if re.match(r"^F\d\d$", lab) and lab not in FIELD_F:
             return lab
         ids = ids_for([lab], refs, missing)
@@ -172,6 +204,10 @@ def _rewrite(text, refs, found, missing, short, rel=None):
         return "catalogue " + ", ".join(ids)
 
     text = MERGE.sub(merge_sub, text)
+    # "a/b" between two citations reads as one path: "catalogue x/docs/y.md" -> "catalogue x, docs/y.md";
+    # then a document cited twice in a row once
+    text = SLASH.sub(r"\1, ", text)
+    text = TWICE.sub(r"\1", text)
 
     def left_sub(m):
         new = "the failure catalogue (docs/catalogue.md)"
@@ -229,7 +265,9 @@ def main(argv):
     print("%d lines in %d files %s" % (total_lines, len(changed), "to rewrite" if check else "rewritten"))
     if missing:
         print("labels with no catalogue entry (left as they were): %s" % ", ".join(sorted(missing)))
-    return 1 if (check and changed) else 0
+    # a label no entry or document claims is left as it was: --check fails on it too (add it to an entry's refs,
+    # to DOC_REFS or to SAMPLE_REFS)
+    return 1 if (check and (changed or missing)) else 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ description:
   - The counters are cumulative since the server started, so pass the earlier scrape as O(before)
     to get the figures of the traffic in between; without it the figures cover the whole uptime.
   - C(_created) samples (timestamps) and lines that are not samples (summary lines a script appended) are ignored.
-  - Quote the mean acceptance length, not the ratio (F.5). Acceptance exactly 1.00 (vLLM 53030) and near
+  - Quote the mean acceptance length, not the ratio (docs/health.md). Acceptance exactly 1.00 (vLLM 53030) and near
     0.15 (broken aux capture) add a warning.
 options:
   _input:

@@ -316,7 +316,7 @@ CATALOGUE = [
         "fix": "Rebuild the image with the NCCL pin restored (pip check; the log must say vLLM is using "
                "nccl==2.30.7) and redistribute it (image_sync).",
         "source": ["tonyd2wild/GLM-5.3-Flash-NVFP4-DFlash2-2x-DGX-Spark docs/DEPLOY-REPORT.md section 9"],
-        "refs": ["G14", "G#24", "C.3"],
+        "refs": ["G14", "G#24"],
     },
     {
         "id": "nccl_error",
@@ -497,10 +497,24 @@ CATALOGUE = [
         "title": "the image's CUDA toolchain is newer than the driver",
         "matchers": {"log": [r"cudaErrorUnsupportedPtxVersion|the provided PTX was compiled with an unsupported "
                              r"toolchain"]},
-        "cause": "A kernel JIT-compiled at first use needs a newer driver than the node has (error 222).",
-        "fix": "Use an image built for the node's CUDA version or update the driver on every node.",
+        "cause": "The image's CUDA (13.x on the lanes) is newer than the node's driver supports (580 is the first "
+                 "driver with CUDA 13): a kernel JIT-compiled at first use fails with error 222.",
+        "fix": "Install nvidia-driver-580-open or newer on every node and reboot (nvidia-smi shows the version), or "
+               "use an image built for the node's CUDA version.",
         "source": ["minefield trap 08"],
-        "refs": ["G18"],
+        "refs": ["G18", "C.3"],
+    },
+    {
+        "id": "gpu_arch_unsupported",
+        "class": "image",
+        "title": "the image has no kernels for this node's GPU",
+        "matchers": {"log": [r"no kernel image is available for execution on the device"]},
+        "cause": "The image's CUDA kernels were built for other GPU architectures than this node's: a lane built for "
+                 "GB10 (sm_121) on another GPU, or an image without sm_121 kernels (a cu128 torch) on a GB10.",
+        "fix": "Run the lane on DGX Spark (GB10) nodes whose nvidia-smi names 'NVIDIA GB10', with an image built for "
+               "sm_121 (CUDA 13).",
+        "source": ["vllm-project/vllm issue #30855", "vllm-project/vllm issue #20193"],
+        "refs": [],
     },
     {
         "id": "nvidia_runtime_missing",
@@ -523,7 +537,7 @@ CATALOGUE = [
         "fix": "Rerun site.yml: kernel_fix restores the file and vllm_ranks restarts the group when a running "
                "rank sees other bytes.",
         "source": ["tonyd2wild/GLM-5.3-Flash-NVFP4-DFlash2-2x-DGX-Spark README step 3"],
-        "refs": ["C.8"],
+        "refs": ["C.8", "G#35"],
     },
     {
         "id": "topk_wall",
@@ -586,7 +600,7 @@ CATALOGUE = [
                  "draft_tensor_parallel_size is ignored on this load path.",
         "fix": "Pad the drafter to 48/12 (drafter_pad); 36/9 divides but does not boot with this KV layout.",
         "source": ["yalindogusahin/glm53-flash-nvfp4-tp3 results/dflash2-tp3-2026-08-28.md"],
-        "refs": ["F12", "D.1", "D.2", "G#32"],
+        "refs": ["F12", "D.1", "G#32"],
     },
     {
         "id": "eagle3_interface",
@@ -666,7 +680,22 @@ CATALOGUE = [
         "fix": "Use an image with the parser fix (vLLM #32213) and keep the zero-argument tool smoke in "
                "vllm_health.",
         "source": ["vllm-project/vllm issue #32213", "vllm-project/vllm issue #32436"],
-        "refs": ["F21", "G11", "G12"],
+        "refs": ["F21"],
+    },
+    {
+        "id": "tool_call_mangled",
+        "class": "api",
+        "title": "tool calls lose their arguments or carry the parser's markup",
+        "matchers": {"api": [r'"name"\s*:\s*"[^"]*<(?:/?tool_call|/?arg_key|/?arg_value)>']},
+        "cause": "Under concurrency, and when streaming with speculative decoding, the GLM tool parser returns a call "
+                 "with empty arguments ({} although the schema requires some) or a name with the model's "
+                 "<arg_key>/<arg_value> markup fused in; the client then calls a tool that does not exist.",
+        "fix": "Use an image whose glm47 parser has the fixes (vLLM #49248 and the streaming fixes); vllm_health's "
+               "tool smoke runs at the deployed concurrency, streamed and not, and judges the arguments against "
+               "the tool's schema (empty arguments are found there, not by this pattern).",
+        "source": ["vllm-project/vllm issue #49248", "ormandj/sglang-glm53-flash-sm120 issue #5",
+                   "vllm-project/vllm issue #44326"],
+        "refs": ["G11", "G12"],
     },
     {
         "id": "reasoning_empty_content",

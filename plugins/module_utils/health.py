@@ -7,7 +7,7 @@ Nothing here talks to the network or to docker; the module (plugins/modules/vllm
 the bench harness feed it text and JSON bodies, and the unit tests feed it real captures.
 
 Units: memory in GiB (1024**3 bytes) as vLLM prints it, KV pool in tokens, time in seconds.
-Sources are cited as the failure catalogue (docs/catalogue.md) (A.6, E.3, F.2 ...) and field cases (catalogue reasoning_empty_content ...).
+Sources are cited as catalogue <id> (docs/catalogue.md) or as the shipped document that states the rule.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,7 +33,7 @@ _NUM = r"[0-9][0-9,]*"
 
 
 def _int(text):
-    """'820,013' -> 820013 (vLLM prints token counts with thousands separators, E.3)."""
+    """'820,013' -> 820013 (vLLM prints token counts with thousands separators, docs/memory-plan.md)."""
     return int(text.replace(",", ""))
 
 
@@ -58,7 +58,7 @@ def line_rank(line):
 
 
 # Milestones in boot order. Each entry: (phase, regex). The phase of a rank is the phase of the
-# last milestone found in its log (A.6: print the phase while waiting).
+# last milestone found in its log (docs/health.md: print the phase while waiting).
 _SHARDS_RE = re.compile(r"Loading (?:safetensors|pt|[A-Za-z]+) checkpoint shards:\s+(?P<pct>\d+)% Completed \| "
                         r"(?P<k>\d+)/(?P<n>\d+)")
 _MILESTONES = [
@@ -115,7 +115,7 @@ def parse_phase(text):
     """Boot phase of one rank from its log: the last milestone seen, plus shard progress.
 
     Returns {phase, text, shards_loaded, shards_total, line}. 'shards' are read from the
-    'Loading safetensors checkpoint shards: P% Completed | k/N' progress bar (A.6, I.4).
+    'Loading safetensors checkpoint shards: P% Completed | k/N' progress bar (docs/health.md).
     """
     phase, last_line, best = "none", None, -1
     shards = None
@@ -168,7 +168,7 @@ def classify_failure(text, oom_killed=False, exit_code=None, kernel="", journal=
             "evidence": m["evidence"]}
 
 
-# KV and boot figures (E.3, catalogue kv_pool_below_peers, kv_pin_no_activation_reserve, I.4)
+# KV and boot figures (docs/memory-plan.md, catalogue kv_pool_below_peers, kv_pin_no_activation_reserve, docs/health.md)
 _KV_PATTERNS = {
     "available_kv_cache_gib": (re.compile(r"Available KV cache memory: (?P<v>[\d.]+) GiB"), float),
     "kv_cache_tokens": (re.compile(r"(?:GPU|CPU) KV cache size: (?P<v>" + _NUM + r") tokens"), _int),
@@ -192,18 +192,18 @@ _USAGE_RE = re.compile(r"Actual usage is (?P<consumed>[\d.]+) GiB for consumed m
 _GRAPH_RE = re.compile(r"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>[\d.]+) GiB")
 _AUX_RE = re.compile(r"auxiliary layers from [^:]*: \((?P<t>[\d,\s]+)\)")
 _COMPILE_RE = re.compile(r"\(compilation: (?P<s>[\d.]+) s\)")
-# G10: on unified memory the graph-capture estimate can come out negative and enlarge the KV pool
+# catalogue negative_cuda_graph_estimate: on unified memory the graph-capture estimate can come out negative and enlarge the KV pool
 # (catalogue negative_cuda_graph_estimate); the same log prints the pin that would fit.
 _GRAPH_EST_RE = re.compile(r"Estimated CUDA graph memory: (?P<v>-?[\d.]+) GiB")
 _PIN_RE = re.compile(r"--kv-cache-memory=(?P<b>\d+)")
-# G04: NCCL's NET line (NCCL_DEBUG=INFO) names the transport; the plugin failure prints at WARN too
+# catalogue nccl_no_net_plugin: NCCL's NET line (NCCL_DEBUG=INFO) names the transport; the plugin failure prints at WARN too
 # (catalogue nccl_no_net_plugin, nccl_socket_fallback).
 _NET_RE = re.compile(r"NET/(?P<a>IB|Socket)\s*: Using|Using network (?P<b>IB|Socket)\b")
 _NO_NET_RE = re.compile(r"Failed to initialize any NET plugin")
 
 
 def parse_boot_log(text):
-    """Figures of one rank's boot log (E.3, I.4); absent lines give None.
+    """Figures of one rank's boot log (docs/memory-plan.md, docs/health.md); absent lines give None.
 
     Keys: available_kv_cache_gib (GiB), kv_cache_tokens (tokens), max_concurrency {max_model_len,
     factor}, model_loading {gib, seconds}, loading_weights_s, init_engine_s, compilation_s,
@@ -283,8 +283,8 @@ def parse_boot_log(text):
 def boot_findings(boot, host, rdma_expected=False):
     """Failures and warnings of one rank's boot figures (parse_boot_log) before the group is declared ready.
 
-    G10: a negative CUDA-graph estimate fails; the over-allocation is the logged KV pool minus the pin the
-    same log suggests (GiB). G04: with RDMA expected (the lane passes /dev/infiniband), a Socket transport
+    catalogue negative_cuda_graph_estimate: a negative CUDA-graph estimate fails; the over-allocation is the logged KV pool minus the pin the
+    same log suggests (GiB). catalogue nccl_no_net_plugin: with RDMA expected (the lane passes /dev/infiniband), a Socket transport
     or no NET plugin fails; no NET line at all only warns (NCCL prints it at NCCL_DEBUG=INFO, lanes run WARN).
     Returns {"failures": [str], "warnings": [str]}.
     """
@@ -320,7 +320,7 @@ def boot_findings(boot, host, rdma_expected=False):
 
 
 def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
-    """KV pool across ranks (E.3 minimum-across-ranks trap, catalogue kv_pool_below_peers; pin check catalogue kv_pin_no_activation_reserve).
+    """KV pool across ranks (docs/memory-plan.md minimum-across-ranks trap, catalogue kv_pool_below_peers; pin check catalogue kv_pin_no_activation_reserve).
 
     ranks: list of {rank, host, available_kv_cache_gib, kv_cache_tokens, max_concurrency,
     kv_cache_memory_suggestion} (parse_boot_log output plus rank/host). A rank whose log carries
@@ -343,7 +343,7 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
     missing = [p for p in per_rank if p["available_kv_cache_gib"] is None]
     for p in missing:
         warnings.append("rank %s (%s): no 'Available KV cache memory' line in its log; the minimum across ranks "
-                        "cannot be confirmed (E.3)" % (p["rank"], p["host"]))
+                        "cannot be confirmed (docs/memory-plan.md)" % (p["rank"], p["host"]))
     eff = lim = spread = None
     if known:
         lim = min(known, key=lambda p: (p["available_kv_cache_gib"], p["rank"] if p["rank"] is not None else 0))
@@ -380,7 +380,7 @@ def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):
 
 
 # --------------------------------------------------------------------------------------------
-# /metrics (Prometheus text, F.5). The serving counters and the wedge check live in verdict.py (shared
+# /metrics (Prometheus text, docs/health.md). The serving counters and the wedge check live in verdict.py (shared
 # with the watchdog); this parser stays here because vllm_bench imports health.py alone.
 # --------------------------------------------------------------------------------------------
 
@@ -393,8 +393,8 @@ def parse_metrics(text):
     """Prometheus exposition text -> list of {name, labels, value}.
 
     Comments, blank lines and anything that is not a sample line (e.g. the indented summary lines
-    a lane script appends, I.5) are skipped; '_created' samples are timestamps, not counter
-    values, and are dropped (S08).
+    a lane script appends, docs/health.md) are skipped; '_created' samples are timestamps, not counter
+    values, and are dropped (tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom).
     """
     samples = []
     for raw in (text or "").splitlines():
@@ -435,7 +435,7 @@ SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 def spec_decode_counters(samples):
-    """Speculative-decoding counters (F.5) from parsed samples: drafts, draft_tokens, accepted,
+    """Speculative-decoding counters (docs/health.md) from parsed samples: drafts, draft_tokens, accepted,
     per_position {pos: accepted}. None values when the server runs without a drafter."""
     per_pos = {}
     for s in samples:
@@ -455,7 +455,7 @@ def _ratio(a, b, nd):
 
 
 def spec_decode_stats(after, before=None, ndigits=4):
-    """Acceptance figures from two scrapes (deltas) or one (cumulative since start), F.5.
+    """Acceptance figures from two scrapes (deltas) or one (cumulative since start), docs/health.md.
 
     acceptance_rate = accepted / draft_tokens; accepted_per_draft = accepted / drafts;
     mean_acceptance_length = 1 + accepted_per_draft (tokens per step);
@@ -499,7 +499,7 @@ def spec_decode_stats(after, before=None, ndigits=4):
 
 
 # --------------------------------------------------------------------------------------------
-# Smoke verdicts (F.2, F.3, catalogue reasoning_empty_content, tool_parser_zero_arg)
+# Smoke verdicts (docs/health.md, catalogue reasoning_empty_content, tool_parser_zero_arg)
 # --------------------------------------------------------------------------------------------
 
 THINK_CLOSE = "</think>"
@@ -514,7 +514,7 @@ def chat_message(body):
     ch = choices[0] or {}
     msg = ch.get("message") or {}
     reasoning, field = None, None
-    # This build returns `reasoning`; others `reasoning_content` (F.3, catalogue reasoning_empty_content): read both.
+    # This build returns `reasoning`; others `reasoning_content` (catalogue reasoning_empty_content): read both.
     for key in ("reasoning", "reasoning_content"):
         if msg.get(key):
             reasoning, field = msg[key], key
@@ -561,7 +561,7 @@ def evaluate_chat(body, reasoning_parser=None):
 
 
 def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser=None):
-    """Verdict on a tool-call smoke (catalogue tool_parser_zero_arg, F.2).
+    """Verdict on a tool-call smoke (catalogue tool_parser_zero_arg, docs/health.md).
 
     Passes when tool_calls[0].function.name == expected_name and its arguments parse as a JSON
     object; with expected_args=={} the object must be empty, otherwise it must hold every key of
@@ -609,7 +609,7 @@ def evaluate_tool_call(body, expected_name, expected_args=None, tool_call_parser
     return res
 
 
-# Tool calls at the deployed concurrency, streamed and not (G11, G12). GLM's tool-call markup must never leak
+# Tool calls at the deployed concurrency, streamed and not (catalogue tool_call_mangled). GLM's tool-call markup must never leak
 # into a name or into content; a stream that ends with finish_reason tool_calls must have carried the calls.
 _TOOL_MARKUP = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 
@@ -663,7 +663,7 @@ def assemble_stream(text):
 
 
 def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, tool_call_parser=None):
-    """Is the answer to a tool request a well-formed assistant message (G12)? Judges what random weights allow.
+    """Is the answer to a tool request a well-formed assistant message (catalogue tool_call_mangled)? Judges what random weights allow.
 
     Checks: one choice; role assistant; finish_reason one of stop, length, tool_calls; content and reasoning are
     strings or null without GLM tool markup; every tool call has type function, a name among the offered tools
@@ -718,7 +718,7 @@ def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, 
 
 
 def evaluate_canary(body):
-    """The 1-token /v1/completions canary (A.7): 200 with one choice carrying a text field."""
+    """The 1-token /v1/completions canary (docs/watchdog.md): 200 with one choice carrying a text field."""
     choices = (body or {}).get("choices") or []
     if choices and isinstance(choices[0], dict) and "text" in choices[0]:
         usage = (body or {}).get("usage") or {}
@@ -734,12 +734,12 @@ def default_kwargs_warnings(default_chat_template_kwargs, reasoning_parser):
     if kw.get("enable_thinking") is False:
         out.append("default chat-template kwargs set enable_thinking false (reasoning parser %s): with a template "
                    "that prefills <think> this does not stop thinking, it only merges reasoning into content "
-                   "(catalogue reasoning_empty_content, F.3)" % (reasoning_parser or "none"))
+                   "(catalogue reasoning_empty_content)" % (reasoning_parser or "none"))
     return out
 
 
 def count_replacement_chars(text):
-    """U+FFFD count of a corruption probe (F.4, T2 Hangul probe; 0 expected)."""
+    """U+FFFD count of a corruption probe (docs/health.md, T2 Hangul probe; 0 expected)."""
     return (text or "").count(u"\ufffd")
 
 

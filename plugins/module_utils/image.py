@@ -5,12 +5,12 @@
 
 Rules and their sources (notes/the failure catalogue (docs/catalogue.md)):
 - Image IDs are not compared across nodes: `docker save | docker load` changes the ID and
-  storage backends differ (C.7 "Conflict (Y3 GOTCHAS)"). Identity is the registry digest
+  storage backends differ (catalogue image_differs "Conflict (Y3 GOTCHAS)"). Identity is the registry digest
   (RepoDigests) where the image came from a registry, and always a content fingerprint taken
-  inside the image: sha256 of lane-listed files plus key package versions (C.7, G #2).
+  inside the image: sha256 of lane-listed files plus key package versions (catalogue image_differs).
 - A fix file is mounted read-only over a path inside the image; it must carry its marker
-  (C.8, D.5) and must not be mounted over an image whose own copy differs from the base the
-  fix was made against (C.8 "never also bind-mount the file onto it", G #22; catalogue topk_wall).
+  (catalogue fix_file_drift, docs/tp-padding.md) and must not be mounted over an image whose own copy differs from the base the
+  fix was made against (catalogue fix_file_drift "never also bind-mount the file onto it", catalogue image_differs, topk_wall).
 - An image may bake an /etc/nccl.conf that silently changes NCCL (catalogue cma_zero).
 """
 
@@ -528,11 +528,11 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
                       "`sha256sum %s`" % (lane_name, name, item.get("sha256"), item.get("src")))
     if actual_sha256 is None:
         errors.append("lane %s: fix file %s: source %s does not exist or is not a regular file; "
-                      "a missing bind source would become an empty directory in the container (G #16): "
+                      "a missing bind source would become an empty directory in the container (catalogue file_not_found): "
                       "put the file there or fix fix_files[].src" % (lane_name, name, src))
         return errors
     if not content:
-        errors.append("lane %s: fix file %s: source %s is empty (D.4: refuse empty files)"
+        errors.append("lane %s: fix file %s: source %s is empty (docs/tp-padding.md: refuse empty files)"
                       % (lane_name, name, src))
     if want and SHA256_RE.match(want) and actual_sha256 != want:
         errors.append("lane %s: fix file %s: %s has sha256 %s, the lane pins %s; use the file the "
@@ -540,7 +540,7 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
                       % (lane_name, name, src, actual_sha256, want))
     marker = item.get("marker")
     if marker and content and marker not in content:
-        errors.append("lane %s: fix file %s: %s does not contain its marker %r (C.8/D.5); it is "
+        errors.append("lane %s: fix file %s: %s does not contain its marker %r (catalogue fix_file_drift, docs/tp-padding.md); it is "
                       "not the fix file" % (lane_name, name, src, marker))
     return errors
 
@@ -650,7 +650,7 @@ def check_fix_image(item, probe, image_ref, host="?", peer_host=None, peer_probe
 
 def check_fix_against_image(item, in_image_sha256, image_ref):
     """Refuse to mount a fix over an image whose own copy of the file is neither our fix nor
-    the base the fix was made against (C.8, G #22). `in_image_sha256` None = path absent.
+    the base the fix was made against (catalogue fix_file_drift, image_differs). `in_image_sha256` None = path absent.
 
     Returns (errors, state) with state one of 'absent', 'same', 'base', 'override'.
     """

@@ -65,7 +65,7 @@ CALIBRATION = {
     },
 }
 # The nvidia checkpoint's KV layout is heavier: the same 6 GiB pin at TP2 gives 536,832 tokens
-# against RedHat's 678,661 (docs/lanes.md table, E.2 T2m) -> x 1.2642 on both terms.
+# against RedHat's 678,661 (docs/lanes.md table, docs/memory-plan.md T2m) -> x 1.2642 on both terms.
 NVIDIA_LAYOUT_FACTOR = 678661.0 / 536832.0
 # bf16 KV stores twice the bytes of fp8 per token (docs/memory-plan.md: fp8 NoPE MLA 512 B/token/layer, bf16 1152
 # with the rope part); applied to b_tok only.

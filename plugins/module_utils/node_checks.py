@@ -8,7 +8,7 @@ Parsers for /proc/meminfo, ``free -h``, ``nvidia-smi`` (CSV query and table), ``
 No I/O here: the module ``node_facts`` and the ``node_*`` filters feed it text and numbers.
 
 Units: GiB = 1024**3 bytes; /proc/meminfo figures are KiB (the kernel prints ``kB``).
-Sources: docs/node-prep.md; samples S05, S06.
+Sources: docs/node-prep.md; samples tests/fixtures/node/gb10-query-name-memory-total-driver.csv, tests/fixtures/node/free-h-idle-119gi.txt.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +23,7 @@ from decimal import Decimal, ROUND_FLOOR, ROUND_HALF_UP
 KIB_PER_GIB = 1024 * 1024
 BYTES_PER_GIB = 1024 ** 3
 
-# nvidia-smi prints these where GB10 has no value (no framebuffer, no power cap): S05.
+# nvidia-smi prints these where GB10 has no value (no framebuffer, no power cap): tests/fixtures/node/gb10-query-name-memory-total-driver.csv.
 NVSMI_UNAVAILABLE = frozenset(["[n/a]", "n/a", "not supported", "[not supported]", ""])
 
 
@@ -71,7 +71,7 @@ def parse_nvidia_smi_csv(text, fields=None):
     """``nvidia-smi --query-gpu=... --format=csv[,noheader]`` -> list of dicts.
 
     With a header line the field names come from it (units like `` [MiB]`` dropped); with
-    ``noheader`` pass ``fields``. ``[N/A]`` and ``Not Supported`` become None (S05: GB10 has no
+    ``noheader`` pass ``fields``. ``[N/A]`` and ``Not Supported`` become None (tests/fixtures/node/gb10-query-name-memory-total-driver.csv: GB10 has no
     framebuffer, so memory totals read ``[N/A]``).
     """
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -366,14 +366,14 @@ def node_checks(host, node, lane_spec):
         major = driver_major(drv)
         checks.append(_check(
             "nvidia_driver", major is not None and major >= int(driver_min), drv,
-            "%s: NVIDIA driver %s, the lane needs >= %s (catalogue nccl_version_skew). Fix: install "
+            "%s: NVIDIA driver %s, the lane needs >= %s (catalogue image_cuda_newer_than_driver). Fix: install "
             "nvidia-driver-%s-open or newer and reboot; check with nvidia-smi."
             % (host, drv if drv else "not found (nvidia-smi gave no driver version)", driver_min, driver_min)))
         want_gpu = req.get("gpu_name") or "NVIDIA GB10"
         names = node.get("gpu_names") or ([node["gpu_name"]] if node.get("gpu_name") else [])
         checks.append(_check(
             "gpu_name", want_gpu in names, ", ".join(names) or None,
-            "%s: GPU %s, the lane needs %s (catalogue nccl_version_skew). Fix: run this lane on DGX Spark (GB10) nodes, "
+            "%s: GPU %s, the lane needs %s (catalogue gpu_arch_unsupported). Fix: run this lane on DGX Spark (GB10) nodes, "
             "or check that the NVIDIA driver is loaded (nvidia-smi)."
             % (host, "'%s'" % ", ".join(names) if names else "not found", want_gpu)))
         runtimes = node.get("docker_runtimes")

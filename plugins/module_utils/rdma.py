@@ -132,7 +132,7 @@ def merge_netdevs(*sources):
 
 
 def usable_ipv4(dev):
-    """First IPv4 that can carry the fabric: not loopback, not 169.254 autoconf (S04)."""
+    """First IPv4 that can carry the fabric: not loopback, not 169.254 autoconf (tests/fixtures/rdma/ip/unconfigured-spark-node-a.ip-br-addr.txt)."""
     for a in (dev or {}).get('ipv4') or []:
         ip = ipaddress.IPv4Address(a['address'])
         if not ip.is_loopback and not ip.is_link_local:
@@ -209,7 +209,7 @@ def select_roce_v2_gid_index(table, ipv4):
 
 
 # ---------------------------------------------------------------------------------------------
-# Device names, twins, ordering (S01: twins share the fN suffix across PCI domains 0000/0002)
+# Device names, twins, ordering (tests/fixtures/rdma/ibdev2netdev/spark-2node-outer-port-f1-up.txt: twins share the fN suffix across PCI domains 0000/0002)
 
 _PCI_NAME = re.compile(r'^(?P<kind>[a-z]+?)(?:P(?P<dom>\d+))?p(?P<bus>\d+)s(?P<slot>\d+)(?:f(?P<fn>\d+))?(?:np(?P<np>\d+))?$')
 
@@ -363,7 +363,7 @@ def render_nccl_ib_hca(wanted, devices):
 
 
 # ---------------------------------------------------------------------------------------------
-# NCCL INFO lines (S13): what NCCL actually used, to compare with the rendered environment
+# NCCL INFO lines (tests/fixtures/rdma/nccl-logs/spark-2node-dual-rail-healthy.log): what NCCL actually used, to compare with the rendered environment
 
 _NCCL_PREFIX = re.compile(r'^(?P<host>[^:\s]+):\d+:\d+ \[\d+\] NCCL INFO (?P<msg>.*)$')
 _NCCL_DEV = re.compile(r'\[(\d+)\](\S+?):(\d+)/(\w+)')
@@ -415,7 +415,7 @@ def check_nccl_log(host, seen, env):
 # Topology and rendezvous (catalogue rendezvous_timeout, gloo_no_address, cma_zero; docs/rdma.md)
 
 # Interfaces that are never a rendezvous path: container bridges repeat the same address on
-# every host (docker0 172.17.0.1/16 in S04).
+# every host (docker0 172.17.0.1/16 in tests/fixtures/rdma/ip/unconfigured-spark-node-a.ip-br-addr.txt).
 _NOT_RENDEZVOUS = re.compile(r'^(lo|docker\d*|br-.*|veth.*|virbr.*|cni.*|flannel.*|cali.*|tun.*|tap.*)$')
 
 
@@ -434,7 +434,8 @@ def fabric_candidates(facts, pin=None):
 
 
 def is_roce_netdev(facts, netdev):
-    """An Ethernet netdev behind an HCA (RoCE), not IPoIB (``ib*`` / link_type infiniband, sample S03)."""
+    """An Ethernet netdev behind an HCA (RoCE), not IPoIB (``ib*`` / link_type infiniband,
+    capture tests/fixtures/rdma/ibdev2netdev/mellanox-server-mixed-ib-eth.txt)."""
     dev = (facts.get('netdevs') or {}).get(netdev) or {}
     return dev.get('link_type', 'ether') != 'infiniband' and not re.match(r'^ib\d', netdev)
 

@@ -5,8 +5,8 @@
 
 Sources (docs/lanes.md cites each lane value):
   catalogue ray_placement (mp executor: --nnodes/--node-rank/--master-addr/--master-port, --headless on
-  ranks > 0), A.5 (--restart no), B.1 (docker flags), B.2 (mounts), B.3 (environment), B.4/B.5 (the
-  `vllm serve` line and how lanes differ), D.2 (runtime --hf-overrides for TP3), E.1 (KV pin formula),
+  ranks > 0), catalogue worker_orphaned (--restart no), docs/lanes.md (docker flags), docs/lanes.md (mounts), docs/lanes.md (environment), docs/lanes.md (the
+  `vllm serve` line and how lanes differ), docs/tp-padding.md (runtime --hf-overrides for TP3), docs/memory-plan.md (KV pin formula),
   catalogue kv_pin_no_activation_reserve (a pin above vLLM's own suggestion drops the activation reserve).
 
 Per-host values (VLLM_HOST_IP, the NCCL/Gloo device names, --node-rank, --headless and the API

@@ -22,7 +22,7 @@ import os
 import re
 import struct
 
-ALIGN = 64  # NVFP4 16-value blocks and Marlin tiles stay aligned on multiples of 64 (spec D.2)
+ALIGN = 64  # NVFP4 16-value blocks and Marlin tiles stay aligned on multiples of 64 (docs/tp-padding.md)
 
 STATE_AT_TARGET = "at_target"
 STATE_NEEDS_PAD = "needs_pad"
@@ -52,7 +52,7 @@ def is_head_key(key):
 
 
 def candidate(key, value, tp):
-    """Candidate padded value for one key (spec D.2).
+    """Candidate padded value for one key (docs/tp-padding.md).
 
     heads: ceil(value / tp) * tp (64 -> 66 at tp 3); widths: smallest multiple of lcm(tp, 64)
     that is >= value (2048 -> 2112 at tp 3). Both are the identity when tp already divides.
@@ -67,8 +67,8 @@ def candidate(key, value, tp):
 def head_pad_candidate(num_heads, num_kv_heads, tp):
     """Smallest (q, kv) that keeps the GQA ratio and divides by tp: (32, 8) -> (36, 9) at tp 3.
 
-    Only an explanation: field case F12 shows 36/9 divides but does not boot with the
-    TP3 KV layout; the lane asks for 48/12 (exact page fit, spec D.3).
+    Only an explanation: catalogue drafter_heads shows 36/9 divides but does not boot with the
+    TP3 KV layout; the lane asks for 48/12 (exact page fit, docs/tp-padding.md).
     """
     if num_kv_heads <= 0 or num_heads % num_kv_heads:
         raise PaddingError("num_attention_heads %d is not a multiple of num_key_value_heads %d"
@@ -110,7 +110,7 @@ def set_dotted(data, key, value, create=False):
 
 # Keys the pad writes even when the released file lacks them, provided their parent dict exists.
 # The runtime reads text_config.linear_num_heads (KDA heads per rank); the reference pad script sets it
-# to the padded head count unconditionally (spec D.2). Only linear_attn_config.num_heads is conditional.
+# to the padded head count unconditionally (docs/tp-padding.md). Only linear_attn_config.num_heads is conditional.
 WRITTEN_WHEN_ABSENT = ("text_config.linear_num_heads",)
 
 
@@ -164,7 +164,7 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         if current is None:
             if creatable(config, key):
                 entry["create"] = True  # decided below, once the geometry says whether tp pads at all
-            continue  # e.g. linear_attn_config.num_heads only where that dict exists (spec D.2)
+            continue  # e.g. linear_attn_config.num_heads only where that dict exists (docs/tp-padding.md)
         if not _is_int(current) or not _is_int(released):
             raise PaddingError("%s: %s is %r, not an integer; this key cannot be padded" % (path, key, current))
         entry["candidate"] = candidate(key, released, tp)
@@ -178,7 +178,7 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         return plan
 
     # The geometry is judged on the released values (the backup once one exists), so a file
-    # padded for tp 3 is still recognised as padded, and tp 2/4 leave any file alone (spec D.2).
+    # padded for tp 3 is still recognised as padded, and tp 2/4 leave any file alone (docs/tp-padding.md).
     # Without a backup, keys already at target next to keys that are not mean a partial pad,
     # never a released geometry: skip the shortcut so the file is refused below.
     at = [k for k, v in present.items() if v["current"] == v["target"]]
@@ -193,10 +193,10 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         return plan
 
     for key, v in created.items():
-        # Not in the released file: the lane's target is written as is (spec D.2, padded head count).
+        # Not in the released file: the lane's target is written as is (docs/tp-padding.md, padded head count).
         if v["target"] % tp:
             raise PaddingError("%s: target %d for %s does not divide by tensor-parallel size %d; fix the lane's "
-                               "padding.config_targets (the padded head count, spec D.2)"
+                               "padding.config_targets (the padded head count, docs/tp-padding.md)"
                                % (path, v["target"], key, tp))
         v["state"] = STATE_NEEDS_PAD
 
@@ -205,7 +205,7 @@ def config_plan(config, targets, tp, original=None, path="config.json"):
         target, current, released = v["target"], v["current"], v["original"]
         if target % tp:
             raise PaddingError("%s: target %d for %s does not divide by tensor-parallel size %d; fix the lane's "
-                               "padding.config_targets (candidate %d, spec D.2)"
+                               "padding.config_targets (candidate %d, docs/tp-padding.md)"
                                % (path, target, key, tp, v["candidate"]))
         if target < released:
             raise PaddingError("%s: target %d for %s is below the released value %d; padding never shrinks "
@@ -248,7 +248,7 @@ def apply_plan(config, plan):
     return changed
 
 
-# Keys vLLM splits across ranks (spec D.1, D.2, D.3); absent ones are skipped by the guard.
+# Keys vLLM splits across ranks (catalogue drafter_heads; docs/tp-padding.md); absent ones are skipped by the guard.
 GUARD_KEYS = [
     "num_attention_heads", "num_key_value_heads", "linear_num_heads", "moe_intermediate_size",
     "text_config.num_attention_heads", "text_config.num_key_value_heads", "text_config.linear_num_heads",
@@ -274,7 +274,7 @@ def divisibility(config, keys, tp):
 
 
 def hf_overrides(targets):
-    """The runtime --hf-overrides companion of a config pad (spec D.2, Y3 serve.sh).
+    """The runtime --hf-overrides companion of a config pad (docs/tp-padding.md, Y3 serve.sh).
 
     Keys directly in text_config (or at top level) go both to the top level and into text_config;
     deeper keys (linear_attn_config.num_heads) are read only at config construction and stay on disk.
@@ -293,7 +293,7 @@ def hf_overrides(targets):
 
 
 def dump_config(config):
-    """Serialise like the reference script (spec D.2): 2-space indent, key order kept, final newline."""
+    """Serialise like the reference script (docs/tp-padding.md): 2-space indent, key order kept, final newline."""
     return json.dumps(config, indent=2) + "\n"
 
 
@@ -303,7 +303,7 @@ def diff_lines(values):
 
 
 # ---------------------------------------------------------------------------------------------
-# heads plan (drafter_pad): zero head blocks appended at the end (spec D.3)
+# heads plan (drafter_pad): zero head blocks appended at the end (docs/tp-padding.md)
 # ---------------------------------------------------------------------------------------------
 
 ATTN_RE = re.compile(r"(?:^|\.)self_attn\.(q_proj|k_proj|v_proj|o_proj)\.(\w+)$")
@@ -322,7 +322,7 @@ def find_head_record(config):
 def heads_plan(config, target_q, target_kv, tp, expect_q=None, expect_kv=None, path="config.json"):
     """Check a (q, kv) -> (target_q, target_kv) head pad and return its geometry.
 
-    Rules (spec D.3, F12): both targets divide by tp; the GQA group size (q per kv head) is kept,
+    Rules (catalogue drafter_heads; docs/tp-padding.md): both targets divide by tp; the GQA group size (q per kv head) is kept,
     so appending at the end keeps q head i on kv head i // group and every pad q head reads a
     pad kv head; the source is the expected unpadded geometry when expect_* is given.
     The released counts come from the '_tp<N>_head_pad' record once a pad was written.
@@ -353,7 +353,7 @@ def heads_plan(config, target_q, target_kv, tp, expect_q=None, expect_kv=None, p
            "record_key": rkey}
     if expect_q is not None and (orig_q, orig_kv) != (expect_q, expect_kv):
         raise PaddingError("%s: expected an unpadded %d/%d checkpoint (num_attention_heads/num_key_value_heads), "
-                           "found %d/%d; restore the released files (spec D.3 refuses any other source)"
+                           "found %d/%d; restore the released files (docs/tp-padding.md refuses any other source)"
                            % (path, expect_q, expect_kv, orig_q, orig_kv))
     if orig_kv <= 0 or orig_q % orig_kv:
         raise PaddingError("%s: %d query heads are not a multiple of %d kv heads" % (path, orig_q, orig_kv))
@@ -381,7 +381,7 @@ def heads_plan(config, target_q, target_kv, tp, expect_q=None, expect_kv=None, p
 
 
 def padded_config(config, geo, tp):
-    """The config with target heads and a record of the original counts (spec D.3 '_tp3_head_pad')."""
+    """The config with target heads and a record of the original counts (docs/tp-padding.md '_tp3_head_pad')."""
     out = dict(config)
     out["num_attention_heads"] = geo["target_q"]
     out["num_key_value_heads"] = geo["target_kv"]
@@ -582,7 +582,7 @@ def as_matrix(np, dtype, shape, data):
 
 
 # ---------------------------------------------------------------------------------------------
-# verification: one attention layer with the original and the padded weights (spec D.3)
+# verification: one attention layer with the original and the padded weights (docs/tp-padding.md)
 # ---------------------------------------------------------------------------------------------
 
 def attention_forward(np, x, w, n_heads, n_kv, head_dim, eps=1e-6):

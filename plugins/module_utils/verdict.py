@@ -14,14 +14,14 @@ Verdicts (catalogue gpu_low_power; docs/health.md; docs/watchdog.md):
   head_down    the head's container is not running or its /health does not answer 200
   rank_dead    a worker rank's container is not running (or its node does not answer)
   wedged       requests running or waiting, generation tokens frozen across the window and no GPU above
-               the power floor (a collective spin-wait: 96 % utilisation at ~10-22 W on GB10, C.4)
+               the power floor (a collective spin-wait: 96 % utilisation at ~10-22 W on GB10, catalogue uvm_livelock)
   long_prefill the same frozen counters while a GPU draws normal power: compute, leave it alone
   idle         no request running or waiting
   progressing  generation tokens grew across the window
-The first three restart the whole group (A.5); the others change nothing.
+The first three restart the whole group (catalogue worker_orphaned); the others change nothing.
 
-The restart order (teardown head first, start from the highest rank down, head last, A.4) and the
-strike rules (A.7: give up after N failed restarts in a row, never crash-loop) live here too, so
+The restart order (teardown head first, start from the highest rank down, head last, catalogue rendezvous_timeout) and the
+strike rules (docs/watchdog.md: give up after N failed restarts in a row, never crash-loop) live here too, so
 vllm_ranks and the watchdog follow one implementation.
 """
 
@@ -50,7 +50,7 @@ PROMPT_TOKENS = "vllm:prompt_tokens_total"
 
 
 def serving_counters(samples):
-    """The gauges and counters the wedge check reads (F.5, A.6)."""
+    """The gauges and counters the wedge check reads (docs/health.md)."""
     return {"running": metric_sum(samples, RUNNING), "waiting": metric_sum(samples, WAITING),
             "generation_tokens": metric_sum(samples, GEN_TOKENS),
             "prompt_tokens": metric_sum(samples, PROMPT_TOKENS),
@@ -61,7 +61,7 @@ def wedge_verdict(first, second, interval_s):
     """Stalled when requests are running or waiting and no token was generated between scrapes.
 
     `first`/`second` are serving_counters() of two scrapes `interval_s` apart. /health answers 200
-    while a collective is wedged (A.6), so this is the check that catches it.
+    while a collective is wedged (docs/health.md), so this is the check that catches it.
     """
     busy = max(second.get("running") or 0, 0) + max(second.get("waiting") or 0, 0)
     g1, g2 = first.get("generation_tokens"), second.get("generation_tokens")
@@ -72,7 +72,7 @@ def wedge_verdict(first, second, interval_s):
     stalled = busy > 0 and generated <= 0
     if stalled:
         msg = ("stalled: %d running, %d waiting, generation tokens unchanged at %d over %s s "
-               "(a rank is wedged in a collective: tear down every rank, A.5)"
+               "(a rank is wedged in a collective: tear down every rank, catalogue worker_orphaned)"
                % (second.get("running") or 0, second.get("waiting") or 0, g2, interval_s))
     else:
         msg = "%d tokens generated in %s s with %d requests in flight" % (generated, interval_s, busy)
@@ -115,7 +115,7 @@ def parse_gpu_query(text):
 
 def gpu_state(sample, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
     """'computing' (power at or above the floor), 'spinning' (utilisation >= busy_util_pct below the
-    floor: C.4's spin-wait signature), 'low' (below the floor, not busy) or 'unknown' (no reading)."""
+    floor: the spin-wait of catalogue uvm_livelock), 'low' (below the floor, not busy) or 'unknown' (no reading)."""
     if not sample or sample.get("power_w") is None:
         return "unknown"
     if sample["power_w"] >= power_floor_w:
@@ -160,7 +160,7 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
     if dead:
         causes = ["rank %s on %s %s" % (r["rank"], r["host"], "does not answer (node unreachable)"
                                         if r.get("running") is None else "is not running") for r in dead]
-        return done("rank_dead", "; ".join(causes) + " (a tensor-parallel group cannot lose a rank, A.5)",
+        return done("rank_dead", "; ".join(causes) + " (a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)",
                     [r["host"] for r in dead])
     if head_health is not True:
         return done("head_down", "the head's /health does not answer 200 on %s" % head[0]["host"], [head[0]["host"]])
@@ -190,7 +190,7 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
 # minutes apart, which only the watchdog (issue 16) takes; kept here, unit-tested, for it.
 def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
                      power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
-    """UVM livelock during loading (field case: shard loading frozen, GPU ~96 % at ~10 W, C.4, issue
+    """UVM livelock during loading (field case: shard loading frozen, GPU ~96 % at ~10 W, catalogue uvm_livelock, issue
     table row 5): shard progress (loaded shard count) unchanged over window_s while the node's GPU
     spins. Slow progress or an I/O stall at normal power is not a livelock.
     Returns {livelock: bool, msg}."""
@@ -205,7 +205,7 @@ def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
 
 
 # --------------------------------------------------------------------------------------------
-# The restart sequence (A.4, A.5): one order for vllm_ranks and the watchdog
+# The restart sequence (catalogue rendezvous_timeout, worker_orphaned): one order for vllm_ranks and the watchdog
 # --------------------------------------------------------------------------------------------
 
 
@@ -238,7 +238,7 @@ def restart_steps(hosts):
 
 
 # --------------------------------------------------------------------------------------------
-# Strikes (A.7): N failed restarts in a row, or M restarts within a window, then give up
+# Strikes (docs/watchdog.md): N failed restarts in a row, or M restarts within a window, then give up
 # --------------------------------------------------------------------------------------------
 
 

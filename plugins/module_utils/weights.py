@@ -18,7 +18,7 @@ Manifest (format 1), one document for the checkpoint and the optional drafter::
        "drafter": {... same ...} | absent}}
 
 Sizes are bytes. sha256 is recorded for every file that is not a weight file (config,
-tokenizer, templates, index, ...) and, for the drafter, for every file (C.9: a 2.2 GB drafter
+tokenizer, templates, index, ...) and, for the drafter, for every file (catalogue weights_mismatch: a 2.2 GB drafter
 is cheap to hash, and a wrong drafter gives wrong answers without an error).
 
 Padding rule (shared with tp_pad and drafter_pad): those roles rewrite files on a node after
@@ -55,7 +55,7 @@ HF_QUANT_CONFIG = "hf_quant_config.json"
 # would cost minutes; the index + sizes catch truncation, catalogue file_not_found).
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 
-# C.9: Y3's fetch-weights.sh allow list; *.jinja is what weight-only downloaders skip (catalogue no_chat_template).
+# catalogue weights_mismatch: Y3's fetch-weights.sh allow list; *.jinja is what weight-only downloaders skip (catalogue no_chat_template).
 DEFAULT_ALLOW_PATTERNS = ["*.safetensors", "*.json", "*.jinja", "*.txt", "*.model", "*.py", "*.tiktoken"]
 
 FILE_MODE = 0o644
@@ -63,7 +63,7 @@ DIR_MODE = 0o755
 
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 
-# Lane quantization vocabulary -> checkpoint family (B.5).
+# Lane quantization vocabulary -> checkpoint family (docs/lanes.md).
 LANE_QUANT_FAMILIES = {
     "nvfp4": "nvfp4",
     "fp8": "fp8",
@@ -89,7 +89,7 @@ class WeightsError(Exception):
 # --------------------------------------------------------------------------- revision / fetch
 
 def check_revision(repo_id, revision, allow_branch=False):
-    """Return the revision if it is a pinned commit; raise otherwise (C.9: pin 40-hex)."""
+    """Return the revision if it is a pinned commit; raise otherwise (catalogue weights_mismatch: pin 40-hex)."""
     if not repo_id or "/" not in repo_id:
         raise WeightsError("checkpoint.repo_id %r is not an owner/name repository id" % (repo_id,))
     if revision is None or revision == "":
@@ -361,7 +361,7 @@ def _problem(node, artifact, rel, item, expected, actual, fix):
 
 
 def mode_problems(root, node, artifact, files=None):
-    """Files not 0644 / directories not 0755 (C.5 root-squash trap, catalogue file_not_found)."""
+    """Files not 0644 / directories not 0755 (docs/weights.md root-squash trap, catalogue file_not_found)."""
     out = []
     if files is None:
         files, dirs = walk_tree(root)
@@ -624,7 +624,7 @@ def num_layers(config):
 
 
 def attention_not_excluded(config, qc, prefix="model.language_model.layers"):
-    """Layers whose self_attn block no ignore pattern covers (F.6 partial-attention ModelOpt)."""
+    """Layers whose self_attn block no ignore pattern covers (docs/weights.md partial-attention ModelOpt)."""
     patterns = qc.get("ignore") or qc.get("exclude_modules") or []
     out = []
     for i in range(num_layers(config)):
@@ -651,7 +651,7 @@ def _has_scale(keys):
 
 
 def mtp_uncovered(config, weight_map):
-    """True when layer n (the MTP head) has experts and its scale tensors differ from layer n-1 (F.6)."""
+    """True when layer n (the MTP head) has experts and its scale tensors differ from layer n-1 (docs/weights.md)."""
     n = num_layers(config)
     last = _layer_keys(weight_map, n)
     if not any(".experts." in k for k in last):
@@ -735,7 +735,7 @@ NFS_MOUNT_OPTS = "vers=4.2,nconnect=8,rsize=1048576,wsize=1048576,hard"
 
 # The NFS export rule: model_weights' templates/exports.j2 renders it through the filter model_weights_exports_line.
 def exports_line(path, clients, crossmnt=False, extra=None):
-    """One /etc/exports line: read-only to the fabric clients only (C.5, catalogue file_not_found)."""
+    """One /etc/exports line: read-only to the fabric clients only (docs/weights.md, catalogue file_not_found)."""
     if not clients:
         raise WeightsError("NFS export of %s: no client network; set model_weights_nfs_clients to the "
                            "fabric CIDR (e.g. 10.10.0.0/24)" % path)

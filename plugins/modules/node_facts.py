@@ -16,8 +16,8 @@ description:
     names from C(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) (falling back to the
     plain C(nvidia-smi) table), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel,
     the deploy user's groups and what the node's host name resolves to.
-  - On GB10 C(nvidia-smi) prints memory totals as C([N/A]) (unified memory, no framebuffer; sample S05), so every
-    memory figure comes from C(/proc/meminfo). GiB means 1024^3 bytes.
+  - On GB10 C(nvidia-smi) prints memory totals as C([N/A]) (unified memory, no framebuffer; capture
+    tests/fixtures/node/gb10-query-name-memory-total-driver.csv), so every memory figure comes from C(/proc/meminfo). GiB means 1024^3 bytes.
   - Read-only; returns the fact C(preflight_node). The verdicts are made on the controller by the
     C(dgxspark.vllm.node_preflight_checks) and C(dgxspark.vllm.node_utilization_verdict) filters.
 author:
@@ -61,7 +61,7 @@ options:
     default: /proc
   docker_bin:
     description:
-      - Docker CLI whose C(docker info) lists the daemon's runtimes (C(docker_runtimes), field case G17). Run as the
+      - Docker CLI whose C(docker info) lists the daemon's runtimes (C(docker_runtimes), catalogue nvidia_runtime_missing). Run as the
         module's user; when it fails, C(docker_runtimes) is V(null) and C(docker_runtimes_error) says why.
     type: str
     default: docker
@@ -254,7 +254,7 @@ def gpu_facts(module, nvidia_smi):
 
 
 def docker_runtimes(module, docker_bin):
-    """(runtime names, error): the daemon's registered runtimes (field case G17), or (None, why)."""
+    """(runtime names, error): the daemon's registered runtimes (catalogue nvidia_runtime_missing), or (None, why)."""
     exe = module.get_bin_path(docker_bin) if "/" not in docker_bin else (
         docker_bin if os.access(docker_bin, os.X_OK) else None)
     if not exe:

@@ -16,8 +16,8 @@ description:
   - Runs C(ibdev2netdev), C(ip -j addr) and C(ip -j link) on the node (with C(LANG=C)) and reads the
     GID tables under O(sysfs_root)C(/class/infiniband/<hca>/ports/<port>/{gids,gid_attrs/types}/<i>).
   - For every HCA it reports the netdev, the link state, the first usable IPv4 (not loopback, not a
-    169.254 autoconf address, field case S04), MTU, operstate and the RoCE v2 GID index whose GID is the
-    IPv4-mapped form of that address (catalogue nccl_wrong_gid; docs/rdma.md). The index is looked up on
+    169.254 autoconf address, capture tests/fixtures/rdma/ip/unconfigured-spark-node-a.ip-br-addr.txt), MTU, operstate
+    and the RoCE v2 GID index whose GID is the IPv4-mapped form of that address (catalogue nccl_wrong_gid; docs/rdma.md). The index is looked up on
     every run because it is not stable across reboots.
   - Also reports C(CmaTotal) from O(meminfo_path) (catalogue cma_zero), the running kernel, and what the
     host name resolves to (catalogue gloo_fullmesh).

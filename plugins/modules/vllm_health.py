@@ -28,11 +28,12 @@ description:
     C(reasoning_effort=low) before failing. It reads both C(reasoning) and C(reasoning_content) and
     flags a closing think tag inside C(content) as a reasoning-parser misconfiguration (catalogue reasoning_empty_content).
     With O(tool_smoke) it sends a zero-argument tool and a tool with one argument (catalogue tool_parser_zero_arg).
-    With O(canary) it sends a one-token C(/v1/completions) (A.7).
+    With O(canary) it sends a one-token C(/v1/completions) (docs/watchdog.md).
   - I(mode=metrics) scrapes C(/metrics) twice O(interval_s) seconds apart, for speculative-decoding
-    acceptance from the deltas (F.5), and a wedge verdict (requests running or waiting with the
+    acceptance from the deltas (docs/health.md), and a wedge verdict (requests running or waiting with the
     generation-token counter unchanged). With O(ranks) it also reports the KV pool across ranks
-    (minimum, limiting rank, spread; E.3, catalogue kv_pool_below_peers) and checks a KV pin against vLLM's suggestion (catalogue kv_pin_no_activation_reserve).
+    (minimum, limiting rank, spread; docs/memory-plan.md, catalogue kv_pool_below_peers) and checks a KV pin against
+    vLLM's suggestion (catalogue kv_pin_no_activation_reserve).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 extends_documentation_fragment:
@@ -86,7 +87,7 @@ options:
     description:
       - I(mode=wait) with C(boot) the lane passes C(/dev/infiniband) to the ranks, so NCCL must run on its IB
         transport; a C(NET/Socket) line or C(Failed to initialize any NET plugin) in the rank log is a
-        failure in C(boot_findings) (field case G04, catalogue nccl_socket_fallback, nccl_no_net_plugin).
+        failure in C(boot_findings) (catalogue nccl_no_net_plugin, nccl_socket_fallback).
     type: bool
     default: false
   node:
@@ -152,7 +153,7 @@ options:
     default: false
   tool_smoke_judge:
     description:
-      - C(call) - each tool smoke must come back as the expected call with the expected arguments (F.2, G11), and
+      - C(call) - each tool smoke must come back as the expected call with the expected arguments (docs/health.md, catalogue tool_call_mangled), and
         well-formed. C(wellformed) - only that the request is accepted (HTTP 200) and parsed into a well-formed
         assistant message (one choice, role, finish_reason, no tool-call markup in names or content, offered names,
         JSON-object arguments, calls behind finish_reason tool_calls); for random-weight models (the simulated
@@ -163,8 +164,9 @@ options:
   tool_concurrency:
     description:
       - Each tool smoke is sent this many times at once, non-streamed and then streamed (the lane's
-        C(serve.max_num_seqs) is the deployed concurrency; G11 drops arguments only under concurrency, G12 mangles
-        streamed calls). A failure names the tool, streamed or not, the concurrency and the count that failed.
+        C(serve.max_num_seqs) is the deployed concurrency; the parser drops arguments only under
+        concurrency and mangles streamed calls, catalogue tool_call_mangled). A failure names the tool, streamed or
+        not, the concurrency and the count that failed.
     type: int
     default: 1
   corruption_passes:
@@ -271,7 +273,7 @@ phase:
   type: dict
   sample: {phase: loading, text: loading shards 49/120, shards_loaded: 49, shards_total: 120}
 boot:
-  description: Boot figures of this rank's full log, read once C(/health) answered 200 or with O(read_boot) (E.3).
+  description: Boot figures of this rank's full log, read once C(/health) answered 200 or with O(read_boot) (docs/memory-plan.md).
   returned: mode is wait and (ready or read_boot)
   type: dict
   sample: {available_kv_cache_gib: 5.54, kv_cache_tokens: 603144, max_concurrency: {max_model_len: 262144, factor: 2.3}}
@@ -473,7 +475,8 @@ def chat_request(p, max_tokens, extra_kwargs=None, messages=None, tools=None):
 
 
 def tool_verdict(p, name, args, streamed, answer):
-    """One answer to a tool request: well-formed always (G12); with judge call also the expected call (F.2, G11)."""
+    """One answer to a tool request: well-formed always; with judge call also the expected call (docs/health.md,
+    catalogue tool_call_mangled)."""
     status, parsed, text = answer
     if status != 200:
         return {"ok": False, "http_status": status, "msg": "HTTP %s: %s" % (status, redact((text or "")[:300], p["api_key"]))}
@@ -569,7 +572,7 @@ def run_smoke(module):
                 body = chat_request(p, tokens, None, messages=[{"role": "user", "content": question}], tools=spec)
                 if streamed:
                     body["stream"] = True
-                # n identical requests at once: the deployed concurrency (G11 drops arguments only under load)
+                # n identical requests at once: the deployed concurrency (the parser drops arguments only under load, catalogue tool_call_mangled)
                 with ThreadPoolExecutor(max_workers=n) as pool:
                     answers = list(pool.map(lambda _i: post_json(base + "/v1/chat/completions", body,
                                                                  p["http_timeout_s"], p["api_key"]), range(n)))

@@ -70,7 +70,7 @@ def test_second_run_changes_nothing(deployed, tmp_path):
     # Issue 18: the group was not restarted, so the health gate is the quick one and the benchmark is skipped.
     ran = {ev["event_data"].get("task") for ev in second.events if ev.get("event") == "runner_on_ok"}
     assert "Vllm_health | verdict (quick gate)" in ran, sorted(t for t in ran if t and "health" in t.lower())
-    assert "Vllm_health | every rank still runs; read its full log (E.3)" not in ran
+    assert "Vllm_health | every rank still runs; read its full log (docs/memory-plan.md)" not in ran
     assert "Vllm_bench | say why the benchmark is skipped" in ran
     assert "Vllm_bench | run the harness" not in ran
 

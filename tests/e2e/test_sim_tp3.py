@@ -158,5 +158,5 @@ def test_teardown_removes_head_first_and_keeps_logs(deployed, tmp_path):
         saved = list((logs / node).iterdir())
         assert saved, "%s: no log fetched to the controller" % node
         assert any("vllm" in p.read_text(errors="replace").lower() for p in saved), (node, saved)
-    # The head goes first: a headless worker outlives its head, never the other way round (A.5).
+    # The head goes first: a headless worker outlives its head, never the other way round (catalogue worker_orphaned).
     assert destroyed[0] < destroyed[1] and destroyed[0] < destroyed[2], destroyed

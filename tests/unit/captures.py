@@ -120,7 +120,7 @@ _FREE_COLUMNS = {
 def parse_size(token):
     """A ``free -h`` figure (``119Gi``, ``1,4Gi``, ``5.3Mi``, ``0B``) -> bytes as Decimal.
 
-    Binary units (procps prints Ki/Mi/Gi); a decimal comma is accepted (S06 comma-decimal locale).
+    Binary units (procps prints Ki/Mi/Gi); a decimal comma is accepted (tests/fixtures/node/free-h-idle-119gi.txt comma-decimal locale).
     """
     m = re.match(r"^\s*([0-9]+(?:[.,][0-9]+)?)\s*([KMGTP]i?|B)?\s*$", token, re.IGNORECASE)
     if not m:

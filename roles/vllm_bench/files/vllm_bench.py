@@ -157,7 +157,7 @@ def stream_chat(cfg, prompt, max_tokens, timeout=600):
 
 
 def decode_rate(completion_tokens, first_token_at, end):
-    """(completion_tokens - 1) / (end - first token), F.4; None when not measurable."""
+    """(completion_tokens - 1) / (end - first token), docs/health.md; None when not measurable."""
     if not completion_tokens or first_token_at is None or completion_tokens < 2 or end <= first_token_at:
         return None
     return round((completion_tokens - 1) / (end - first_token_at), 2)
@@ -210,7 +210,7 @@ def sweep_level(cfg, c, rounds, max_tokens, temperature):
 
 
 def aggregate_level(c, waves):
-    """Aggregate tok/s = sum tokens / sum wave wall; per-stream = mean(tokens_i / seconds_i) (F.4)."""
+    """Aggregate tok/s = sum tokens / sum wave wall; per-stream = mean(tokens_i / seconds_i) (docs/health.md)."""
     reqs = [r for w in waves for r in w["requests"]]
     ok = [r for r in reqs if r["ok"]]
     tokens = sum(r["completion_tokens"] for r in ok)
@@ -243,7 +243,7 @@ def token_count(cfg, prompt):
 
 
 def build_prompt(cfg, target_tokens, head="", tail=""):
-    """Repeat FILLER until the prompt is at most target_tokens (/tokenize, as the needle script does, F.4)."""
+    """Repeat FILLER until the prompt is at most target_tokens (/tokenize, as the needle script does, docs/health.md)."""
     per_rep = token_count(cfg, FILLER * 10)
     if per_rep is None:
         # no /tokenize: assume ~1.3 tokens per word
@@ -321,7 +321,7 @@ def bench_corruption(cfg):
             "ok": all(p["status"] == 200 for p in passes)}
 
 
-# ---- spec decode (F.5): the formulas of plugins/module_utils/health.py, shipped beside this file ----
+# ---- spec decode (docs/health.md): the formulas of plugins/module_utils/health.py, shipped beside this file ----
 
 def spec_counters(text):
     return H.spec_decode_counters(H.parse_metrics(text or ""))

@@ -1,4 +1,4 @@
-"""spec_decode_stats filter on the S08 and lane A captures (F.5, I.5)."""
+"""spec_decode_stats filter on the 7-position and lane A captures (tests/fixtures/health/metrics, docs/health.md)."""
 import os
 
 import pytest
@@ -10,7 +10,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.health import parse_
 from tests.unit.conftest import FIXTURES, read_fixture
 
 f = FilterModule().filters()["spec_decode_stats"]
-S08 = read_fixture("health", "metrics", "glm53-spec-decode-7pos.prom", strip_comments=False)
+SPEC_7POS = read_fixture("health", "metrics", "glm53-spec-decode-7pos.prom", strip_comments=False)
 
 
 def expected(name):
@@ -19,15 +19,15 @@ def expected(name):
 
 
 def first_scrape():
-    """S08 with lane A's first-position counts subtracted: the difference is known exactly."""
-    return S08.replace("11325.0", "1325.0").replace("78806.0", "8806.0").replace("29746.0", "4746.0") \
+    """SPEC_7POS with lane A's first-position counts subtracted: the difference is known exactly."""
+    return SPEC_7POS.replace("11325.0", "1325.0").replace("78806.0", "8806.0").replace("29746.0", "4746.0") \
         .replace("8856.0", "856.0").replace("6387.0", "1387.0").replace("4677.0", "677.0") \
         .replace("3480.0", "480.0").replace("2608.0", "608.0").replace("2073.0", "73.0").replace("1665.0", "665.0")
 
 
 def test_cumulative_s08_text():
     exp = expected("glm53-spec-decode-7pos.expected.yaml")["derived"]
-    s = f(S08)
+    s = f(SPEC_7POS)
     assert s["acceptance_rate"] == 0.3775 == exp["acceptance_rate"]
     assert s["mean_acceptance_length"] == 3.63 == exp["mean_acceptance_length"]
     assert s["per_position_rate"] == [exp["per_position_rate"][p] for p in range(7)]
@@ -35,7 +35,7 @@ def test_cumulative_s08_text():
 
 
 def test_two_scrapes_exact_deltas():
-    s = f(S08, first_scrape())
+    s = f(SPEC_7POS, first_scrape())
     assert (s["drafts"], s["draft_tokens"], s["accepted"]) == (10000.0, 70000.0, 25000.0)
     assert s["acceptance_rate"] == 0.3571
     assert s["accepted_per_draft"] == 2.5
@@ -56,7 +56,7 @@ def test_samples_list_and_lane_a():
 
 def test_swapped_scrapes_fail_clearly():
     with pytest.raises(AnsibleFilterError, match=r"fewer drafts \(1325\) than 'before' \(11325\)"):
-        f(first_scrape(), S08)
+        f(first_scrape(), SPEC_7POS)
 
 
 def test_bad_input():

@@ -26,7 +26,7 @@ def expected(name):
 
 
 def test_decode_rate_formula():
-    # (completion_tokens - 1) / (end - first token), F.4
+    # (completion_tokens - 1) / (end - first token), docs/health.md
     assert bench.decode_rate(201, 10.0, 20.0) == 20.0
     assert bench.decode_rate(1, 10.0, 20.0) is None
     assert bench.decode_rate(50, None, 20.0) is None
@@ -66,7 +66,7 @@ def test_no_drafter():
 
 
 def first_scrape():
-    """S08 minus known counts, so the delta to S08 is exact (10000 drafts, 70000 draft tokens)."""
+    """S08 minus known counts, so the delta to tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom is exact (10000 drafts, 70000 draft tokens)."""
     text = read_fixture("health", "metrics", "glm53-spec-decode-7pos.prom")
     for a, b in (("11325.0", "1325.0"), ("78806.0", "8806.0"), ("29746.0", "4746.0"), ("8856.0", "856.0"),
                  ("6387.0", "1387.0"), ("4677.0", "677.0"), ("3480.0", "480.0"), ("2608.0", "608.0"),
@@ -132,7 +132,7 @@ def test_full_run_against_stub(api, tmp_path):
     assert all(x["decode_tok_s"] > 0 and x["ttft_s"] > 0 for x in r["decode"]["runs"])
     assert [lv["concurrency"] for lv in r["sweep"]] == [1, 3]
     assert [lv["completion_tokens"] for lv in r["sweep"]] == [8, 24]
-    assert r["spec_decode"]["acceptance_rate"] == 0.3571          # S08 minus a known first scrape
+    assert r["spec_decode"]["acceptance_rate"] == 0.3571          # tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom minus a known first scrape
     assert r["spec_decode"]["per_position_rate"] == [0.8, 0.5, 0.4, 0.3, 0.2, 0.2, 0.1]
     assert r["long_prompt"]["ok"] is True and r["long_prompt"]["health_after"] == 200
     assert r["needle"]["contains_secret"] is False and r["needle"]["judged"] is False
@@ -176,7 +176,7 @@ def test_dead_engine_refused(api, tmp_path):
 
 
 def test_build_prompt_sizes_with_tokenize(monkeypatch):
-    """The prompt is the largest filler repeat at or under the target, per /tokenize (F.4 needle script)."""
+    """The prompt is the largest filler repeat at or under the target, per /tokenize (docs/health.md needle script)."""
     monkeypatch.setattr(bench, "token_count", lambda cfg, prompt: len(prompt) // 5)
     per_rep = len(bench.FILLER) // 5
     prompt, n = bench.build_prompt({}, 4000, head="H" * 50, tail="T" * 50)

@@ -19,7 +19,7 @@ def load_yaml(*parts):
         return yaml.safe_load(f)
 
 
-# ---- boot figures (E.3, I.4) ---------------------------------------------------------------
+# ---- boot figures (docs/memory-plan.md, docs/health.md) ---------------------------------------------------------------
 
 def test_boot_log_gb10_single_node_every_figure():
     b = health.parse_boot_log(log("startup", "gb10-single-node-startup.log"))
@@ -130,7 +130,7 @@ def test_rank_without_kv_line_is_reported():
     assert "rank 1 (node-b): no 'Available KV cache memory' line" in s["warnings"][0]
 
 
-# ---- phases (A.6) ---------------------------------------------------------------------------
+# ---- phases (docs/health.md) ---------------------------------------------------------------------------
 
 def test_phase_of_a_complete_boot_is_api_up():
     p = health.parse_phase(log("startup", "gb10-single-node-startup.log"))
@@ -184,7 +184,7 @@ def test_phase_graph_capture():
     assert health.parse_phase(text)["phase"] == "graph_capture"
 
 
-# ---- failure classes (A.6) ------------------------------------------------------------------
+# ---- failure classes (docs/health.md) ------------------------------------------------------------------
 
 @pytest.mark.parametrize("path,cls,sig,extract", [
     (("vllm-logs", "errors", "free-memory-less-than-desired.log"), "free_memory_check", "free_memory_refused",
@@ -248,7 +248,7 @@ def test_shm_broadcast_hang_is_not_a_failure_class():
     assert diagnose.diagnose({"logs": text})[0]["id"] == "uvm_livelock"
 
 
-# ---- /metrics (F.5, S08, I.5) ---------------------------------------------------------------
+# ---- /metrics (docs/health.md, tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom) ----------------------------
 
 def test_metrics_s08_counters_and_created_ignored():
     exp = load_yaml("metrics", "glm53-spec-decode-7pos.expected.yaml")
@@ -290,7 +290,7 @@ def test_metrics_lane_a_specacc_summary_lines_skipped():
 
 def test_spec_decode_deltas_between_two_scrapes():
     """S08 as the second scrape, lane A's numbers scaled down as nothing: build the first scrape by
-    subtracting a known amount from S08, so the delta is exact."""
+    subtracting a known amount from tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom, so the delta is exact."""
     after = health.spec_decode_counters(health.parse_metrics(read_fixture(H, "metrics",
                                                                           "glm53-spec-decode-7pos.prom")))
     before = {"drafts": 1325.0, "draft_tokens": 8806.0, "accepted": 4746.0,
@@ -432,7 +432,7 @@ def test_real_cpu_engine_metrics_and_chat():
     assert (v["ok"], v["finish_reason"], v["reasoning_field"]) == (True, "length", None)
 
 
-# ---------------------------------------------------------------- boot findings (G10, G04)
+# ---------------------------------------------------------------- boot findings (catalogue negative_cuda_graph_estimate, nccl_no_net_plugin)
 
 def test_g10_negative_graph_estimate_fails_with_the_over_allocation():
     boot = health.parse_boot_log(read_fixture("health", "vllm-logs", "errors", "negative-cuda-graph-estimate-gb10.log"))
@@ -520,7 +520,7 @@ def test_message_text_reads_tool_call_arguments_too():
     assert health.chat_message(body)["content"] is None
 
 
-# ---------------------------------------------------------------- tool smoke well-formedness (G11, G12)
+# ---------------------------------------------------------------- tool smoke well-formedness (catalogue tool_call_mangled)
 
 def test_sim_tool_answer_is_well_formed_non_streamed_and_streamed():
     body = _json_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")

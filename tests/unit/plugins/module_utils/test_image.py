@@ -192,7 +192,7 @@ def test_fix_source_missing_is_refused_not_a_directory():
     errs = im.check_fix_source(ITEM, None, "", "tp2")
     assert errs == ["lane tp2: fix file sparse_attn_indexer_kpool.py: source files/fixes/kpool.py does not "
                     "exist or is not a regular file; a missing bind source would become an empty directory "
-                    "in the container (G #16): put the file there or fix fix_files[].src"]
+                    "in the container (catalogue file_not_found): put the file there or fix fix_files[].src"]
 
 
 def test_fix_source_wrong_sha_and_marker():
@@ -201,13 +201,13 @@ def test_fix_source_wrong_sha_and_marker():
         "lane tp2: fix file sparse_attn_indexer_kpool.py: files/fixes/kpool.py has sha256 %s, the lane pins %s; "
         "use the file the lane was validated with or update fix_files[].sha256" % (SHA_B, SHA_A),
         "lane tp2: fix file sparse_attn_indexer_kpool.py: files/fixes/kpool.py does not contain its marker "
-        "'multi_processor_count >= 78' (C.8/D.5); it is not the fix file"]
+        "'multi_processor_count >= 78' (catalogue fix_file_drift, docs/tp-padding.md); it is not the fix file"]
 
 
 def test_fix_source_empty_file():
     errs = im.check_fix_source(ITEM, hashlib.sha256(b"").hexdigest(), "", "tp2")
     assert errs[0] == ("lane tp2: fix file sparse_attn_indexer_kpool.py: source files/fixes/kpool.py is empty "
-                       "(D.4: refuse empty files)")
+                       "(docs/tp-padding.md: refuse empty files)")
     assert len(errs) == 2  # and the pinned sha256 differs
 
 
@@ -453,7 +453,7 @@ def test_fix_source_from_the_image_names_the_pattern_and_the_copy():
             "container_path": "/usr/local/cuda/include/nvrtc.h"}
     errors = im.check_fix_source(item, hashlib.sha256(b"").hexdigest(), "", "tp3_dflash2")
     assert errors == ["lane tp3_dflash2: fix file nvrtc_h: source image:/usr/local/lib/python*/*-packages/nvidia/cu*/"
-                      "include/nvrtc.h (copy /c/tp3_dflash2/nvrtc_h) is empty (D.4: refuse empty files)"]
+                      "include/nvrtc.h (copy /c/tp3_dflash2/nvrtc_h) is empty (docs/tp-padding.md: refuse empty files)"]
     text = "typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;\n"
     sha = hashlib.sha256(text.encode()).hexdigest()
     assert im.check_fix_source(dict(item, sha256=sha), sha, text, "tp3_dflash2") == []

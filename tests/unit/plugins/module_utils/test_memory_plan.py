@@ -67,7 +67,7 @@ def test_named_figures_of_the_issue():
     mtp = mp.memory_plan(seed_lane(by["TP3 MTP-4 262K (Y3)"], {"mode": "pin", "bytes": 1}))
     assert abs(none["effective_bytes_per_token_per_rank"] - 6962) / 6962 < 0.001
     assert abs(mtp["effective_bytes_per_token_per_rank"] - 8793) / 8793 < 0.001
-    # the E.1 trap: the apparent bytes/token falls with context (7,651 at 512K published)
+    # the docs/memory-plan.md trap: the apparent bytes/token falls with context (7,651 at 512K published)
     assert 7400 < tp3["effective_bytes_per_token_per_rank"] < 7700
 
 

@@ -20,7 +20,7 @@ def vllm_free_memory_line(text):
     return tuple(float(g) for g in m.groups())
 
 
-# ------------------------------------------------------------------ free -h (S06)
+# ------------------------------------------------------------------ free -h (tests/fixtures/node/free-h-idle-119gi.txt)
 
 @pytest.mark.parametrize('name, mem, swap', [
     ('free-h-after-startup-comma-decimal.txt',
@@ -82,7 +82,7 @@ def test_meminfo_constructed_f17_in_gib():
     assert N.kib_to_gib(None) is None
 
 
-# ------------------------------------------------------------------ nvidia-smi (S05)
+# ------------------------------------------------------------------ nvidia-smi (tests/fixtures/node/gb10-query-name-memory-total-driver.csv)
 
 def test_nvidia_smi_noheader_gb10_na_memory():
     rows = N.parse_nvidia_smi_csv(fx('gb10-query-name-memory-total-driver.csv'),
@@ -302,14 +302,14 @@ def test_cma_missing_line():
 def test_old_driver_and_missing_driver():
     node, _ = spark_node(driver_version='575.51.03')
     c = by_name(N.node_checks('node-c', node, SPARK_LANE))['nvidia_driver']
-    assert c['message'] == ('node-c: NVIDIA driver 575.51.03, the lane needs >= 580 (catalogue nccl_version_skew). Fix: install '
+    assert c['message'] == ('node-c: NVIDIA driver 575.51.03, the lane needs >= 580 (catalogue image_cuda_newer_than_driver). Fix: install '
                             'nvidia-driver-580-open or newer and reboot; check with nvidia-smi.')
     node, _ = spark_node(driver_version=None, gpu_name=None, gpu_names=[])
     checks = by_name(N.node_checks('node-c', node, SPARK_LANE))
     assert checks['nvidia_driver']['message'].startswith(
         'node-c: NVIDIA driver not found (nvidia-smi gave no driver version), the lane needs >= 580')
     assert checks['gpu_name']['message'] == (
-        'node-c: GPU not found, the lane needs NVIDIA GB10 (catalogue nccl_version_skew). Fix: run this lane on DGX Spark '
+        'node-c: GPU not found, the lane needs NVIDIA GB10 (catalogue gpu_arch_unsupported). Fix: run this lane on DGX Spark '
         '(GB10) nodes, or check that the NVIDIA driver is loaded (nvidia-smi).')
 
 
@@ -441,7 +441,7 @@ def test_swap_verdict_and_cycle_on_the_f17_node():
     assert N.swap_cycle_plan(tight)[0] == "refuse"
 
 
-# ---------------------------------------------------------------- G17 nvidia runtime, userspace OOM killers
+# ---------------------------------------------------------------- catalogue nvidia_runtime_missing nvidia runtime, userspace OOM killers
 
 def test_g17_runtimes_of_a_node_without_the_toolkit_fail_on_spark_lanes():
     runtimes = N.parse_docker_runtimes(read_fixture("node", "sim-node-docker-info-runtimes.json").strip())

@@ -411,7 +411,7 @@ def test_hca_list_length_mismatch_single_subnet(tmp_path):
 
 
 def test_s13_dual_rail_lists_both_twins_with_per_host_gid(tmp_path):
-    # S13: both twins of the f1 port carry traffic; each host's GID index comes from its own table
+    # tests/fixtures/rdma/nccl-logs/spark-2node-dual-rail-healthy.log: both twins of the f1 port carry traffic; each host's GID index comes from its own table
     ibdev = fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt')
     hosts = {}
     for node, ips, idx in (('node-a', ('10.10.0.2', '10.10.0.12'), 3), ('node-b', ('10.10.0.1', '10.10.0.11'), 4)):
@@ -492,7 +492,8 @@ def test_s13_nccl_log_parse_and_match_with_rendered_env(tmp_path):
     assert seen['node-b']['oob'] == {'ifname': 'enp1s0f1np1', 'ipv4': '10.10.0.1'}
     h100 = R.parse_nccl_log(fx('nccl-logs', 'mellanox-dgx-h100-net-ib-using.log'))
     assert [d['dev'] for d in h100['node-a']['devices']] == ['mlx5_10', 'mlx5_11']
-    # the env the dual-rail S13 node renders (both f1 twins addressed, RoCE v2 IPv4 GID at 3) matches the log
+    # the env the dual-rail node of tests/fixtures/rdma/nccl-logs/spark-2node-dual-rail-healthy.log renders (both f1 twins
+    # addressed, RoCE v2 IPv4 GID at 3) matches the log
     ibdev = fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt')
     root = tmp_path / 'node-a'
     for hca, ip in (('rocep1s0f1', '10.10.0.2'), ('roceP2p1s0f1', '10.10.0.12')):
@@ -580,7 +581,8 @@ def test_pin_malformed_refused(value, fragment):
 
 
 def test_ipoib_subnet_shared_by_every_rank_does_not_win_by_sort_order():
-    # S03 mixed host: ib1 (IPoIB, Up) and enp23s0f0 (RoCE, Up). 10.0.0.0/24 sorts first; the RoCE subnet wins.
+    # tests/fixtures/rdma/ibdev2netdev/mellanox-server-mixed-ib-eth.txt (mixed host): ib1 (IPoIB, Up) and enp23s0f0
+    # (RoCE, Up). 10.0.0.0/24 sorts first; the RoCE subnet wins.
     ibdev = fx('ibdev2netdev', 'mellanox-server-mixed-ib-eth.txt')
     hosts = dict(('node-%s' % n, brief_host(ibdev, 'ib1 UP 10.0.0.%d/24\nenp23s0f0 UP 192.168.50.%d/24\n' % (i, i)))
                  for i, n in ((1, 'a'), (2, 'b')))
@@ -596,7 +598,8 @@ def test_ipoib_subnet_shared_by_every_rank_does_not_win_by_sort_order():
 
 
 def test_management_subnet_on_a_roce_port_does_not_win_by_sort_order():
-    # S01 outer port, both twins Up: one carries the management network the host names resolve into.
+    # tests/fixtures/rdma/ibdev2netdev/spark-2node-outer-port-f1-up.txt (outer port, both twins Up): one carries the
+    # management network the host names resolve into.
     ibdev = fx('ibdev2netdev', 'spark-2node-outer-port-f1-up.txt')
     hosts = {}
     for i, n in ((1, 'node-a'), (2, 'node-b')):

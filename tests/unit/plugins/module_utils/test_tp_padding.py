@@ -1,4 +1,4 @@
-"""Pure padding logic (operations spec D.1-D.3, field case F12)."""
+"""Pure padding logic (catalogue drafter_heads; docs/tp-padding.md)."""
 import io
 import json
 
@@ -15,11 +15,11 @@ def glm():
 
 
 @pytest.mark.parametrize("key,value,tp,expected", [
-    ("text_config.num_attention_heads", 64, 3, 66),       # ceil(64/3)*3 (spec D.2)
+    ("text_config.num_attention_heads", 64, 3, 66),       # ceil(64/3)*3 (docs/tp-padding.md)
     ("text_config.linear_attn_config.num_heads", 64, 3, 66),
     ("text_config.moe_intermediate_size", 2048, 3, 2112),  # lcm(3, 64) = 192 -> 11 * 192; not 2049
     ("text_config.vocab_size", 154880, 3, 154944),         # what the embedding pads to in-module
-    ("text_config.intermediate_size", 12288, 3, 12288),    # divides (D.1)
+    ("text_config.intermediate_size", 12288, 3, 12288),    # divides (catalogue drafter_heads)
     ("text_config.n_routed_experts", 288, 3, 288),
     ("text_config.moe_intermediate_size", 2048, 2, 2048),  # identity for tp in 1, 2, 4, 8
     ("text_config.moe_intermediate_size", 2048, 4, 2048),
@@ -37,7 +37,7 @@ def test_candidate_matches_reference_per_rank_split():
 
 
 def test_head_pad_candidate():
-    assert tpp.head_pad_candidate(32, 8, 3) == (36, 9)   # F12: divides but does not boot; lanes use 48/12
+    assert tpp.head_pad_candidate(32, 8, 3) == (36, 9)   # catalogue drafter_heads: divides but does not boot; lanes use 48/12
     assert tpp.head_pad_candidate(4, 2, 3) == (6, 3)     # the sim's tiny model
     with pytest.raises(tpp.PaddingError, match="not a multiple"):
         tpp.head_pad_candidate(6, 4, 3)
@@ -62,7 +62,7 @@ def test_dotted_get_set():
 def test_creatable_only_linear_num_heads_under_an_existing_text_config():
     cfg = glm()
     assert tpp.creatable(cfg, "text_config.linear_num_heads") is True
-    assert tpp.creatable(cfg, "text_config.linear_attn_config.num_heads") is False  # conditional (spec D.2)
+    assert tpp.creatable(cfg, "text_config.linear_attn_config.num_heads") is False  # conditional (docs/tp-padding.md)
     assert tpp.creatable(cfg, "text_config.vocab_size") is False
     assert tpp.creatable({"num_attention_heads": 4}, "text_config.linear_num_heads") is False
 
@@ -76,7 +76,7 @@ def test_config_plan_states():
     assert plan["keys"]["text_config.num_attention_heads"] == {
         "current": 64, "target": 66, "original": 64, "candidate": 66, "state": "needs_pad"}
     # The released capture has no text_config.linear_num_heads; the runtime reads it, so it is written
-    # with the padded head count (spec D.2: unconditional, unlike linear_attn_config.num_heads).
+    # with the padded head count (docs/tp-padding.md: unconditional, unlike linear_attn_config.num_heads).
     assert plan["keys"]["text_config.linear_num_heads"] == {
         "current": None, "target": 66, "original": None, "candidate": None, "state": "needs_pad", "create": True}
     assert tpp.apply_plan(cfg, plan) == {"text_config.num_attention_heads": (64, 66),

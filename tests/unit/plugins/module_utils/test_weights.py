@@ -162,7 +162,7 @@ def test_manifest_lists_shards_sizes_and_hashes(tmp_path):
         assert ck["files"]["config.json"]["sha256"] == hashlib.sha256(f.read()).hexdigest()
     dw = m["artifacts"]["drafter"]["files"]["model.safetensors"]
     with open(os.path.join(drafter, "model.safetensors"), "rb") as f:
-        assert dw["sha256"] == hashlib.sha256(f.read()).hexdigest()  # drafter weights are hashed (C.9)
+        assert dw["sha256"] == hashlib.sha256(f.read()).hexdigest()  # drafter weights are hashed (catalogue weights_mismatch)
     assert len(w.manifest_sha256(m)) == 64
     assert w.manifest_sha256(m) == w.manifest_sha256(json.loads(w.canonical(m)))
 
@@ -312,7 +312,7 @@ def test_template_key_or_file_is_enough_mm_needed_for_vision(tmp_path):
     assert "lacks 'emit_image'" in err
 
 
-# --------------------------------------------------------------------------- checkpoint guard (F.6, B.5)
+# --------------------------------------------------------------------------- checkpoint guard (docs/weights.md, docs/lanes.md)
 
 def _index():
     return fixture_json("nvidia-index-excerpt.json")["weight_map"]
@@ -435,7 +435,7 @@ def test_compressed_tensors_lane_refuses_other_formats_and_passes_redhat():
                         "correct the lane"]
 
 
-# --------------------------------------------------------------------------- NFS (C.5, catalogue file_not_found)
+# --------------------------------------------------------------------------- NFS (docs/weights.md, catalogue file_not_found)
 
 def test_f23_export_parsed_and_crossmnt_rule():
     (entry,) = w.parse_exports(read_fixture("weights", "f23-node-a-etc-exports.txt"))

@@ -133,7 +133,7 @@ def test_wait_ready_returns_boot_figures(docker, api):
     assert not failed and res["ready"] is True and res["health_status"] == 200
     assert res["phase"]["phase"] == "api_up"
     assert res["boot"]["kv_cache_tokens"] == 603144
-    assert [r["path"] for r in state.seen] == ["/health"]  # never /v1/models (A.6)
+    assert [r["path"] for r in state.seen] == ["/health"]  # never /v1/models (docs/health.md)
 
 
 def test_wait_head_health_503_fails_with_head_log(docker, api):
@@ -206,7 +206,7 @@ def test_smoke_f21_tools(api):
                     ("get_weather", False, 3, 0, True), ("get_weather", True, 3, 0, True)]
     assert res["smoke"]["tools"][3]["msg"] == 'tool call get_weather({"city": "Berlin"})'
     sent = [r["body"] for r in state.seen if r["body"] and r["body"].get("tools")]
-    # 2 tools x (non-streamed, streamed) x the deployed concurrency (G11, G12)
+    # 2 tools x (non-streamed, streamed) x the deployed concurrency (catalogue tool_call_mangled)
     assert len(sent) == 12 and sum(1 for b in sent if b.get("stream")) == 6
     # the zero-argument request is the catalogue tool_parser_zero_arg one (same tool, same empty schema, same question)
     assert sent[0]["tools"][0]["function"]["name"] == req["tools"][0]["function"]["name"]
@@ -276,7 +276,7 @@ def test_metrics_spec_decode_delta_and_kv_pool(api):
     assert m["spec_decode_cumulative"]["acceptance_rate"] == 0.3775
     assert m["spec_decode_cumulative"]["mean_acceptance_length"] == 3.63
     assert (m["kv_pool"]["effective_kv_gib"], m["kv_pool"]["limiting_rank"]) == (5.54, 1)
-    assert m["wedge"]["stalled"] is None  # S08 carries no generation counter
+    assert m["wedge"]["stalled"] is None  # tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom carries no generation counter
 
 
 def test_metrics_wedge_fails(api):
