@@ -11,6 +11,8 @@ asserts nothing. Run it under the fleet's lock (the machine and the fleets are s
   --fresh        remove the inventory's fleet first (sim_down purge), so "first" is a first deployment
   --no-first     skip sim_up and the first site.yml (the fleet already serves)
   --down-after   remove the fleet at the end (sim_down purge)
+  --fleet LABEL:INVENTORY:LOCK  measure this fleet under its lock file (repeatable; TP2 then TP3 in one
+                 invocation, with --fresh --down-after so one fleet is up at a time)
   --stages FILE  add make test's stage table (tools/timed-stages.py --json FILE) to the result
 
 Per step: wall seconds, rc, the recap sums, /proc/loadavg before and after, and per role the tasks
@@ -18,15 +20,22 @@ started (playbook_on_task_start events, a skipped task counts), the host results
 skipped, failed), the node calls (results of tasks that reached a node: not a controller-only action such
 as set_fact, assert, debug, meta or an include, not delegated to localhost; the round trips, which the
 load does not change) and the seconds from each task's start to the next task's start. Events come from
-ansible-runner, as in tests/e2e.
+ansible-runner, as in tests/e2e. The 1-minute load is sampled every 2 s during each run: every role row
+carries the load at its first task and the maximum while it ran (load1_start, load1_max).
+
+  python benchmarks/converged_run.py --fresh --down-after --fleet tp2:inventories/sim/hosts.yml:/tmp/fleet-sim.lock \\
+      --fleet tp3:inventories/sim_tp3/hosts.yml:/tmp/fleet-tp3.lock
 """
 import argparse
 import collections
 import datetime
+import fcntl
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import ansible_runner
@@ -37,6 +46,34 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+class LoadSampler(object):
+    """Samples /proc/loadavg every `period` seconds in a thread, so each role's figures get the load of its window."""
+
+    def __init__(self, period=2.0):
+        self.period, self.samples, self._stop = period, [], threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self.samples.append((time.time(), loadavg()))
+            self._stop.wait(self.period)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, t0, t1):
+        """(first, max) 1-minute load over [t0, t1] (the sample just before t0 counts), as strings."""
+        inside = [float(v.split()[0]) for t, v in self.samples if t0 - self.period <= t <= t1]
+        if not inside:
+            return None
+        return {"load1_start": inside[0], "load1_max": max(inside)}
 
 
 def _epoch(stamp):
@@ -64,8 +101,10 @@ def new_row():
     return {"tasks": 0, "ok": 0, "changed": 0, "skipped": 0, "failed": 0, "node_calls": 0, "seconds": 0.0}
 
 
-def per_role(events, t_end):
-    """{role: {tasks, ok, changed, skipped, failed, node_calls, seconds}}; tasks outside a role: 'play: <name>'."""
+def per_role(events, t_end, sampler=None):
+    """{role: {tasks, ok, changed, skipped, failed, node_calls, seconds[, load1_start, load1_max]}}; tasks outside
+    a role: 'play: <name>'. With a sampler, the 1-minute load at the role's first task and its maximum while the
+    role's tasks ran."""
     out = collections.OrderedDict()
     starts = []
     for ev in events:
@@ -88,10 +127,15 @@ def per_role(events, t_end):
                 row["skipped"] += 1
             else:
                 row["failed"] += 1
+    spans = {}
     for (t0, key), nxt in zip(starts, starts[1:] + [(t_end, None)]):
         out[key]["seconds"] += max(0.0, nxt[0] - t0)
-    for row in out.values():
+        first, last = spans.get(key, (t0, t0))
+        spans[key] = (min(first, t0), max(last, nxt[0]))
+    for key, row in out.items():
         row["seconds"] = round(row["seconds"], 1)
+        if sampler is not None and key in spans:
+            row.update(sampler.window(*spans[key]) or {})
     return out
 
 
@@ -99,14 +143,15 @@ def run(playbook, inventory, cmdline=None, extravars=None):
     tmp = tempfile.mkdtemp(prefix="bench-conv-")
     load0 = loadavg()
     t0 = time.time()
-    runner = ansible_runner.run(
-        private_data_dir=tmp, project_dir=REPO, playbook=os.path.join(REPO, playbook),
-        inventory=os.path.join(REPO, inventory), cmdline=cmdline, extravars=extravars or {},
-        envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}, quiet=True)
+    with LoadSampler() as sampler:
+        runner = ansible_runner.run(
+            private_data_dir=tmp, project_dir=REPO, playbook=os.path.join(REPO, playbook),
+            inventory=os.path.join(REPO, inventory), cmdline=cmdline, extravars=extravars or {},
+            envvars={"ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}, quiet=True)
     t1 = time.time()
     events = list(runner.events)
     stats = runner.stats or {}
-    roles = per_role(events, t1)
+    roles = per_role(events, t1, sampler)
     result = {
         "playbook": playbook, "cmdline": cmdline or "", "rc": runner.rc, "wall_s": round(t1 - t0, 1),
         "loadavg_before": load0, "loadavg_after": loadavg(),
@@ -151,16 +196,60 @@ def table(results):
             name, r["rc"], r["wall_s"], r["recap"]["changed"], r["tasks_started"], r["host_results"],
             r.get("node_calls"), r["loadavg_before"], r["loadavg_after"]))
         for role, row in r["roles"].items():
-            lines.append("    %-40s tasks %3d  ok %3d  changed %2d  skipped %3d  node calls %3d  %6.1f s" % (
-                role[:40], row["tasks"], row["ok"], row["changed"], row["skipped"], row.get("node_calls", 0),
-                row["seconds"]))
+            lines.append("    %-40s tasks %3d  ok %3d  changed %2d  skipped %3d  node calls %3d  %6.1f s  load1 %s/%s"
+                         % (role[:40], row["tasks"], row["ok"], row["changed"], row["skipped"],
+                            row.get("node_calls", 0), row["seconds"], row.get("load1_start", "-"),
+                            row.get("load1_max", "-")))
     return "\n".join(lines)
+
+
+def measure(inventory, label, args, lock=None):
+    """One fleet: the steps args asks for, under the fleet's lock file when one is given. Returns the results."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    results = {"label": label, "inventory": inventory, "started": stamp, "nproc": os.cpu_count(),
+               "note": args.note, "steps": collections.OrderedDict()}
+    try:
+        results["commit"] = subprocess.check_output(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                                                    text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        results["commit"] = None
+    lock_fd = None
+    if lock:
+        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    try:
+        steps = results["steps"]
+        if args.fresh:
+            steps["sim_down"] = run("playbooks/sim_down.yml", inventory, extravars={"sim_fleet_purge": True})
+        if not args.no_first:
+            steps["sim_up"] = run("playbooks/sim_up.yml", inventory)
+            steps["site_first"] = run("site.yml", inventory)
+        steps["site_noop"] = run("site.yml", inventory)
+        steps["site_check_diff"] = run("site.yml", inventory, cmdline="--check --diff")
+        if args.down_after:
+            steps["sim_down_after"] = run("playbooks/sim_down.yml", inventory, extravars={"sim_fleet_purge": True})
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
+    if args.stages:
+        with open(args.stages) as f:
+            results["make_test_stages"] = json.load(f)
+    os.makedirs(os.path.join(REPO, "benchmarks", "results"), exist_ok=True)
+    out = os.path.join(REPO, "benchmarks", "results", "converged-%s-%s.json" % (label, stamp))
+    with open(out, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    print(table(results))
+    print("written:", out)
+    return results
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inventory", default="inventories/sim/hosts.yml")
     ap.add_argument("--label", default="tp2")
+    ap.add_argument("--fleet", action="append", metavar="LABEL:INVENTORY:LOCK",
+                    help="measure this fleet under its lock file; repeat for several (one after the other)")
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--no-first", action="store_true")
     ap.add_argument("--down-after", action="store_true")
@@ -171,38 +260,19 @@ def main():
     if args.recount:
         print(table(recount(args.recount)))
         return 0
-
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    results = {"label": args.label, "inventory": args.inventory, "started": stamp, "nproc": os.cpu_count(),
-               "note": args.note, "steps": collections.OrderedDict()}
-    try:
-        import subprocess
-        results["commit"] = subprocess.check_output(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-                                                    text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        results["commit"] = None
-    steps = results["steps"]
-    if args.fresh:
-        steps["sim_down"] = run("playbooks/sim_down.yml", args.inventory, extravars={"sim_fleet_purge": True})
-    if not args.no_first:
-        steps["sim_up"] = run("playbooks/sim_up.yml", args.inventory)
-        steps["site_first"] = run("site.yml", args.inventory)
-    steps["site_noop"] = run("site.yml", args.inventory)
-    steps["site_check_diff"] = run("site.yml", args.inventory, cmdline="--check --diff")
-    if args.down_after:
-        steps["sim_down_after"] = run("playbooks/sim_down.yml", args.inventory, extravars={"sim_fleet_purge": True})
-    if args.stages:
-        with open(args.stages) as f:
-            results["make_test_stages"] = json.load(f)
-
-    os.makedirs(os.path.join(REPO, "benchmarks", "results"), exist_ok=True)
-    out = os.path.join(REPO, "benchmarks", "results", "converged-%s-%s.json" % (args.label, stamp))
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
-    print(table(results))
-    print("written:", out)
-    return 0 if all(s["rc"] == 0 for s in steps.values()) else 1
+    if args.fleet:
+        fleets = [f.split(":", 2) for f in args.fleet]
+        if any(len(f) != 3 for f in fleets):
+            ap.error("--fleet takes LABEL:INVENTORY:LOCK, e.g. tp2:inventories/sim/hosts.yml:/tmp/fleet-sim.lock")
+        if len(fleets) > 1 and not args.down_after:
+            ap.error("several --fleet need --down-after: one fleet up at a time (the machine's memory)")
+    else:
+        fleets = [(args.label, args.inventory, None)]
+    rc = 0
+    for label, inventory, lock in fleets:
+        results = measure(inventory, label, args, lock)
+        rc = rc or (0 if all(s["rc"] == 0 for s in results["steps"].values()) else 1)
+    return rc
 
 
 if __name__ == "__main__":
