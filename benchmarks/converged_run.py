@@ -21,7 +21,7 @@ skipped, failed), the node calls (results of tasks that reached a node: not a co
 as set_fact, assert, debug, meta or an include, not delegated to localhost; the round trips, which the
 load does not change) and the seconds from each task's start to the next task's start. Events come from
 ansible-runner, as in tests/e2e. The 1-minute load is sampled every 2 s during each run: every role row
-carries the load at its first task and the maximum while it ran (load1_start, load1_max).
+carries the load at its first task and the maximum while its own tasks ran (load1_start, load1_max).
 
   python benchmarks/converged_run.py --fresh --down-after --fleet tp2:inventories/sim/hosts.yml:/tmp/fleet-sim.lock \\
       --fleet tp3:inventories/sim_tp3/hosts.yml:/tmp/fleet-tp3.lock
@@ -68,9 +68,10 @@ class LoadSampler(object):
         self._stop.set()
         self._thread.join()
 
-    def window(self, t0, t1):
-        """(first, max) 1-minute load over [t0, t1] (the sample just before t0 counts), as strings."""
-        inside = [float(v.split()[0]) for t, v in self.samples if t0 - self.period <= t <= t1]
+    def windows(self, spans):
+        """The 1-minute load at the first span's start and its maximum over the spans [(t0, t1)] (the sample
+        just before each t0 counts)."""
+        inside = [float(v.split()[0]) for t0, t1 in spans for t, v in self.samples if t0 - self.period <= t <= t1]
         if not inside:
             return None
         return {"load1_start": inside[0], "load1_max": max(inside)}
@@ -104,7 +105,7 @@ def new_row():
 def per_role(events, t_end, sampler=None):
     """{role: {tasks, ok, changed, skipped, failed, node_calls, seconds[, load1_start, load1_max]}}; tasks outside
     a role: 'play: <name>'. With a sampler, the 1-minute load at the role's first task and its maximum while the
-    role's tasks ran."""
+    role's own tasks ran."""
     out = collections.OrderedDict()
     starts = []
     for ev in events:
@@ -127,15 +128,14 @@ def per_role(events, t_end, sampler=None):
                 row["skipped"] += 1
             else:
                 row["failed"] += 1
-    spans = {}
+    spans = collections.defaultdict(list)
     for (t0, key), nxt in zip(starts, starts[1:] + [(t_end, None)]):
         out[key]["seconds"] += max(0.0, nxt[0] - t0)
-        first, last = spans.get(key, (t0, t0))
-        spans[key] = (min(first, t0), max(last, nxt[0]))
+        spans[key].append((t0, nxt[0]))
     for key, row in out.items():
         row["seconds"] = round(row["seconds"], 1)
         if sampler is not None and key in spans:
-            row.update(sampler.window(*spans[key]) or {})
+            row.update(sampler.windows(spans[key]) or {})
     return out
 
 
