@@ -577,15 +577,19 @@ def sysctl_effective_verdict(host, key, want, effective, applied):
 def sysctl_holds_verdict(host, key, want, ours, effective, grep_text, judged=True):
     """The one check that a sysctl value holds, for node_prep after writing it, after a reboot, and for the
     watchdog's boot path: the file that decides it at boot (sysctl_overrides) and the kernel's value
-    (sysctl_effective_verdict). Returns {check, key, ok, effective, decides, value, errors, msg}.
+    (sysctl_effective_verdict). Returns {check, key, ok, effective, decides, value, errors, sysctl_conf,
+    sysctl_conf_error, msg}.
     An override in /etc/sysctl.conf is an error here too: node_prep disables that line, so finding it
-    again means someone restored it."""
+    again means someone restored it. node_prep itself runs this check right after writing its file: it
+    disables the line named by sysctl_conf ({path, value} or None) and drops sysctl_conf_error from errors."""
     v = sysctl_overrides(host, key, want, ours, grep_text)
     errors = list(v["errors"])
+    conf_error = None
     if v["sysctl_conf"]:
-        errors.append("%s: /etc/sysctl.conf sets %s = %s and is applied after every sysctl.d file, so the node "
+        conf_error = ("%s: /etc/sysctl.conf sets %s = %s and is applied after every sysctl.d file, so the node "
                       "gets %s after a reboot. Fix: re-run node_prep (it disables that line, keeping a backup)"
                       % (host, key, v["sysctl_conf"]["value"], v["sysctl_conf"]["value"]))
+        errors.append(conf_error)
     eff = sysctl_effective_verdict(host, key, want, effective, judged)
     if eff:
         errors.append(eff)
@@ -593,7 +597,8 @@ def sysctl_holds_verdict(host, key, want, ours, effective, grep_text, judged=Tru
     msg = ("%s: %s is %s in the kernel (%s), %s decides it at boot"
            % (host, key, effective or "unreadable", "judged" if judged else "not judged", v["decides"] or "no file"))
     return {"check": "sysctl %s" % key, "key": key, "ok": not errors, "effective": effective,
-            "decides": v["decides"], "value": v["value"], "errors": errors, "msg": msg}
+            "decides": v["decides"], "value": v["value"], "errors": errors, "sysctl_conf": v["sysctl_conf"],
+            "sysctl_conf_error": conf_error, "msg": msg}
 
 
 def swap_verdict(host, meminfo, required):

@@ -82,6 +82,17 @@ errors:
   returned: always
   type: list
   elements: str
+sysctl_conf:
+  description: The C(/etc/sysctl.conf) line that overrides O(file) (applied after every sysctl.d file), or V(null).
+  returned: always
+  type: dict
+  sample: {path: /etc/sysctl.conf, value: "60"}
+sysctl_conf_error:
+  description: >-
+    The message in RV(errors) about RV(sysctl_conf), or V(null). node_prep disables that line itself right after
+    this check (keeping a backup), so it judges RV(errors) without this one.
+  returned: always
+  type: str
 msg:
   description: One line saying the kernel's value and which file decides it; on failure, the errors.
   returned: always

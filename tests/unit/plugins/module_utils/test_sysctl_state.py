@@ -53,6 +53,9 @@ def test_overrides_after_a_reboot_are_named(tmp_path):
         "after a reboot. Fix: re-run node_prep (it disables that line, keeping a backup)",
         "spark-a: the kernel's vm.swappiness is 60 but node_prep wrote 0; something set it after the file was applied. "
         "Fix: find it (a later sysctl file, a tuned profile, a service), then re-run node_prep"]
+    # node_prep disables the sysctl.conf line itself right after this check and judges the other errors
+    assert v["sysctl_conf"] == {"path": "/etc/sysctl.conf", "value": "60"}
+    assert v["sysctl_conf_error"] == v["errors"][1]
 
 
 def test_value_that_held(tmp_path):
@@ -60,6 +63,7 @@ def test_value_that_held(tmp_path):
     root = _node(tmp_path, skip=("/etc/sysctl.conf", "/usr/lib/sysctl.d/99-zzz-vendor-tuning.conf"))
     v = S.sysctl_holds("spark-a", "vm.swappiness", 0, OURS, True, root)
     assert (v["ok"], v["decides"], v["value"], v["errors"]) == (True, OURS, "0", [])
+    assert (v["sysctl_conf"], v["sysctl_conf_error"]) == (None, None)
     assert v["msg"] == "spark-a: vm.swappiness is 0 in the kernel (judged), %s decides it at boot" % OURS
     # the simulated fleet shares the build machine's kernel: its value is reported, not judged
     with open(root + "/proc/sys/vm/swappiness", "w") as f:
