@@ -213,32 +213,38 @@ def measure(inventory, label, args, lock=None):
                                                     text=True).strip()
     except (OSError, subprocess.CalledProcessError):
         results["commit"] = None
+    os.makedirs(os.path.join(REPO, "benchmarks", "results"), exist_ok=True)
+    out = os.path.join(REPO, "benchmarks", "results", "converged-%s-%s.json" % (label, stamp))
+
+    def save():
+        # after every step: a long run cut short still leaves the steps it finished
+        with open(out, "w") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
+
     lock_fd = None
     if lock:
         lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
     try:
-        steps = results["steps"]
+        plan = []
         if args.fresh:
-            steps["sim_down"] = run("playbooks/sim_down.yml", inventory, extravars={"sim_fleet_purge": True})
+            plan.append(("sim_down", "playbooks/sim_down.yml", None, {"sim_fleet_purge": True}))
         if not args.no_first:
-            steps["sim_up"] = run("playbooks/sim_up.yml", inventory)
-            steps["site_first"] = run("site.yml", inventory)
-        steps["site_noop"] = run("site.yml", inventory)
-        steps["site_check_diff"] = run("site.yml", inventory, cmdline="--check --diff")
+            plan += [("sim_up", "playbooks/sim_up.yml", None, None), ("site_first", "site.yml", None, None)]
+        plan += [("site_noop", "site.yml", None, None), ("site_check_diff", "site.yml", "--check --diff", None)]
         if args.down_after:
-            steps["sim_down_after"] = run("playbooks/sim_down.yml", inventory, extravars={"sim_fleet_purge": True})
+            plan.append(("sim_down_after", "playbooks/sim_down.yml", None, {"sim_fleet_purge": True}))
+        for name, playbook, cmdline, extravars in plan:
+            results["steps"][name] = run(playbook, inventory, cmdline=cmdline, extravars=extravars)
+            save()
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
     if args.stages:
         with open(args.stages) as f:
             results["make_test_stages"] = json.load(f)
-    os.makedirs(os.path.join(REPO, "benchmarks", "results"), exist_ok=True)
-    out = os.path.join(REPO, "benchmarks", "results", "converged-%s-%s.json" % (label, stamp))
-    with open(out, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
+    save()
     print(table(results))
     print("written:", out)
     return results
