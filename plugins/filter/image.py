@@ -23,6 +23,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     hosts_needing_image,
     pick_peer_address,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.space import image_space_problems as _image_space_problems
 
 
 def _mapping(value, what):
@@ -91,6 +92,15 @@ def image_peer_address(peer_ipv4s, local_cidrs, avoid=None):
     return pick_peer_address(peer_ipv4s, local_cidrs, avoid)
 
 
+def image_space_problems(per_host, reference_host, targets, mode, reference, margin_gib, registry_dir=None,
+                         lane_size_gib=None):
+    try:
+        return _image_space_problems(_mapping(per_host, "image_space_problems"), reference_host, list(targets or []),
+                                     mode, reference, margin_gib, registry_dir, lane_size_gib)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("image_space_problems: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -105,4 +115,5 @@ class FilterModule(object):
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
             "kernel_fix_container_drift": kernel_fix_container_drift,
             "image_peer_address": image_peer_address,
+            "image_space_problems": image_space_problems,
         }

@@ -136,6 +136,19 @@ def parse_storage_driver(text):
     raise ImageError("no 'Storage Driver:' line in docker info output")
 
 
+def parse_docker_root(text):
+    """docker's data-root (DockerRootDir) from `docker info` JSON output; None when absent (older output,
+    a bare driver word). Where pulled and loaded images land (catalogue disk_full)."""
+    body = (text or "").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        root = json.loads(body).get("DockerRootDir")
+    except ValueError:
+        return None
+    return root if isinstance(root, str) and root.startswith("/") else None
+
+
 def parse_nccl_conf(text):
     """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), catalogue cma_zero."""
     out = {}
@@ -756,3 +769,4 @@ def pick_peer_address(peer_ipv4s, local_cidrs, avoid=None):
                 else:
                     return str(ip)
     return fallback
+

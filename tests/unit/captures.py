@@ -192,3 +192,16 @@ def parse_id(text):
             if g:
                 out["groups"].append(g.group(2) if g.group(2) is not None else g.group(1))
     return out
+
+
+def parse_df_h_row(line):
+    """One ``df -h`` data row -> {device, size_bytes, used_bytes, avail_bytes, use_pct, mount}.
+
+    df -h prints binary units with a one-letter suffix (22G = 22 GiB), read like ``free -h``'s.
+    """
+    cells = line.split()
+    if len(cells) != 6 or not cells[4].endswith("%"):
+        raise NodeCheckError("not a df -h row: %r" % line)
+    size, used, avail = [int(parse_size(c)) for c in cells[1:4]]
+    return {"device": cells[0], "size_bytes": size, "used_bytes": used, "avail_bytes": avail,
+            "use_pct": int(cells[4][:-1]), "mount": cells[5]}
