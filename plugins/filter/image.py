@@ -19,6 +19,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     check_fix_mounts,
     check_fix_source,
     compare_fingerprints,
+    cuda_driver_problems,
     compare_identity,
     hosts_needing_image,
     pick_peer_address,
@@ -101,6 +102,14 @@ def image_space_problems(per_host, reference_host, targets, mode, reference, mar
         raise AnsibleFilterError("image_space_problems: %s" % exc)
 
 
+def image_cuda_problems(per_host, nodes, reference, lane_cuda_version=None):
+    try:
+        return cuda_driver_problems(_mapping(per_host, "image_cuda_problems"), nodes or {}, reference,
+                                    lane_cuda_version)
+    except ImageError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -116,4 +125,5 @@ class FilterModule(object):
             "kernel_fix_container_drift": kernel_fix_container_drift,
             "image_peer_address": image_peer_address,
             "image_space_problems": image_space_problems,
+            "image_cuda_problems": image_cuda_problems,
         }

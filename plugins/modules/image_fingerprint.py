@@ -124,6 +124,18 @@ nccl_env:
   description: C(NCCL_*) variables set in the image's C(Config.Env).
   returned: always
   type: dict
+cuda_toolchain:
+  description:
+    - The CUDA release of C(ptxas) in the image (C(ptxas --version), X.Y), what JIT-compiles kernels at first use;
+      V(null) when the image has no C(ptxas) (field case G18).
+  returned: always
+  type: str
+  sample: "13.2"
+cuda_env:
+  description: X.Y of the image's C(CUDA_VERSION) variable (NVIDIA's CUDA base images set it), or V(null).
+  returned: always
+  type: str
+  sample: "13.0"
 size_bytes:
   description: The image's size (C(docker image inspect) C(Size), bytes); V(null) when absent.
   returned: always
@@ -155,6 +167,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     PROBE_SCRIPT,
     ImageError,
     compute_fingerprint,
+    cuda_env_version,
     nccl_env,
     parse_docker_root,
     parse_probe,
@@ -187,7 +200,8 @@ def main():
 
     result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
-                  nccl_conf={}, nccl_env={}, problems=[], size_bytes=None, data_root=None, space={})
+                  nccl_conf={}, nccl_env={}, problems=[], cuda_toolchain=None, cuda_env=None,
+                  size_bytes=None, data_root=None, space={})
     cli = DockerCLI(module.run_command, docker, environ={"LANG": "C", "LC_ALL": "C"})
     try:
         _rc, out, _err = cli.call("info", "--format", INFO_FORMAT)
@@ -203,7 +217,7 @@ def main():
             module.exit_json(**result)
         result.update(present=True, image_id=info["id"], size_bytes=info.get("size"), repo_digests=info["repo_digests"],
                       registry_digest=registry_digest(info["repo_digests"], p["image"]),
-                      nccl_env=nccl_env(info["env"]))
+                      nccl_env=nccl_env(info["env"]), cuda_env=cuda_env_version(info["env"]))
         argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
                 "-e", "FP_PKGS=" + " ".join(p["packages"]),
                 "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
@@ -217,7 +231,7 @@ def main():
     except (ImageError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     result.update(files=probe["files"], packages=probe["packages"], nccl_conf=probe["nccl_conf"],
-                  problems=probe["problems"], layers=info["layers"],
+                  problems=probe["problems"], layers=info["layers"], cuda_toolchain=probe["cuda_toolchain"],
                   fingerprint=compute_fingerprint(probe["files"], probe["packages"], info["layers"]))
     module.exit_json(**result)
 
