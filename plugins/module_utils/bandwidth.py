@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Per-rail bandwidth probe: the command, the parsers and the verdict (field case G02, catalogue perftest_64k).
+"""Per-rail bandwidth probe: the command, the parsers and the verdict (catalogue perftest_64k).
 
 On GB10, perftest's RDMA WRITE fails above 65536-byte messages (a responder local protection error,
 0x3b 0x0 0x9d) while NCCL runs fine: the instrument fails, not the fabric. So the probe never asks for
@@ -19,7 +19,7 @@ __metaclass__ = type
 
 import re
 
-# G02: RDMA WRITE above this fails on GB10 (perftest issue #394)
+# catalogue perftest_64k: RDMA WRITE above this fails on GB10 (perftest issue #394)
 PERFTEST_MAX_BYTES = 65536
 # One twin (one PCIe x4 half of a QSFP port) carried ~98 Gb/s of the 200000 Mb/s the HCA reports (the dual-rail
 # report: 98 -> 161 Gb/s with both twins), so the default floor sits well under half the link speed.
@@ -32,7 +32,7 @@ class BandwidthError(ValueError):
 
 
 def perftest_argv(hca, peer=None, size=PERFTEST_MAX_BYTES, qps=4, gid_index=None, tool="ib_write_bw"):
-    """argv of one rail's probe (server side without ``peer``). Refuses sizes above 64 KiB and ``-a`` (G02)."""
+    """argv of one rail's probe (server side without ``peer``). Refuses sizes above 64 KiB and ``-a`` (catalogue perftest_64k)."""
     size = int(size)
     if size <= 0 or size > PERFTEST_MAX_BYTES:
         raise BandwidthError("message size %d bytes: on GB10 %s fails above %d bytes (catalogue perftest_64k); "
@@ -83,7 +83,7 @@ def rail_verdict(rails, floor_fraction=DEFAULT_FLOOR_FRACTION):
     """Judge each rail's probe. rails: [{host, hca, netdev, peer, speed_mbps, report: parse_perftest_bw()}].
 
     Returns {rails: [{host, hca, netdev, gbps, floor_gbps, ok, note}], failures, warnings}:
-      - the G02 error tuple on a size above 64 KiB is the known perftest limitation (a warning: judge the
+      - the catalogue perftest_64k error tuple on a size above 64 KiB is the known perftest limitation (a warning: judge the
         fabric by NCCL all_reduce_perf instead), never a broken rail;
       - any other error, or no figure, fails naming the rail;
       - an average below floor_fraction x link speed fails naming the slow rail, both figures and the fix.

@@ -290,7 +290,7 @@ def node_facts(raw):
 
 
 def gpu_stuck_low_power(util, sm_clock, app_clock, power, throttle_active=None):
-    """The G19 rule (catalogue gpu_low_power): busy (> 90 %), SM clock under half the applications clock and
+    """The catalogue gpu_low_power rule (catalogue gpu_low_power): busy (> 90 %), SM clock under half the applications clock and
     under 30 W with no throttle reason is a GB10 stuck in a low-power state. Returns the fact's text or None.
     throttle_active: the clocks_throttle_reasons.active bitmask; a reason other than GpuIdle (0x1) means the
     driver throttles on purpose (thermal, power cap), which is not this state."""

@@ -321,7 +321,7 @@ def boot_findings(boot, host, rdma_expected=False):
 
 
 def nccl_version_agreement(ranks, expected=None):
-    """Every rank must run one NCCL (catalogue nccl_version_skew, field case G14), read from its boot log.
+    """Every rank must run one NCCL (catalogue nccl_version_skew), read from its boot log.
 
     ranks: [{rank, host, nccl_version}] (parse_boot_log figures with the rank's identity); expected: the lane's
     pinned NCCL version, if any. More than one version across the ranks fails, naming each rank's host and

@@ -777,7 +777,7 @@ def pick_peer_address(peer_ipv4s, local_cidrs, avoid=None):
     return fallback
 
 
-# --- the image's CUDA toolchain against the driver (catalogue image_cuda_newer_than_driver, field case G18) ---
+# --- the image's CUDA toolchain against the driver (catalogue image_cuda_newer_than_driver) ---
 
 def parse_ptxas_release(text):
     """'X.Y' from `ptxas --version` ('Cuda compilation tools, release 13.2, V13.2.51'), None when absent."""
@@ -821,7 +821,7 @@ def _cuda_tuple(v):
 
 
 def cuda_driver_problems(probes, nodes, reference, lane_value=None):
-    """Ranks whose driver supports an older CUDA than the image needs (G18), as [{host, msg}].
+    """Ranks whose driver supports an older CUDA than the image needs (catalogue image_cuda_newer_than_driver), as [{host, msg}].
 
     probes: {host: image_fingerprint result}; nodes: {host: preflight_node} with cuda_version (the
     'CUDA Version' of the nvidia-smi header: the newest CUDA the driver supports). A rank whose

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Free disk space before something large lands on a node (catalogue disk_full, field case G16).
+"""Free disk space before something large lands on a node (catalogue disk_full).
 
 One rule for the engine image (pull, ``docker save``, ``docker load``, a registry push) and for
 checkpoint copies: every filesystem that will receive bytes must have at least the bytes it
@@ -75,7 +75,7 @@ IMAGE_FIX = ("free space on that filesystem (docker image prune, docker builder 
 
 
 def image_space_problems(probes, head, targets, mode, reference, margin_gib, registry_dir=None, lane_size_gib=None):
-    """Free-space refusals before the engine image moves (G16), as [{host, msg}].
+    """Free-space refusals before the engine image moves (catalogue disk_full), as [{host, msg}].
 
     probes: {host: image_fingerprint result} with ``size_bytes`` (image size where present) and
     ``space`` ({path: probe_path()}, the docker data-root under ``data_root``). The image's size
@@ -85,7 +85,7 @@ def image_space_problems(probes, head, targets, mode, reference, margin_gib, reg
       - every receiving rank (``targets``; every rank without the image in mode pull): the image
         in its docker data-root;
       - the head in mode stream: ``docker save`` stages the whole image under the data-root's
-        tmp with the classic exporter (G16), so once more there;
+        tmp with the classic exporter (catalogue disk_full), so once more there;
       - the head in mode registry: the pushed layers in ``registry_dir``.
     """
     size = None
@@ -138,7 +138,7 @@ WEIGHTS_FIX = ("free space on that filesystem or point the lane's checkpoint.hos
 
 
 def weights_space_problems(host, plan, manifest, roots, probes, margin_gib):
-    """Free-space refusals before copying checkpoint files to ``host`` (G16).
+    """Free-space refusals before copying checkpoint files to ``host`` (catalogue disk_full).
 
     plan: {artifact: [file, ...]} (weights.transfer_plan); manifest: the owner's manifest (file
     sizes); roots: {artifact: directory on this node}; probes: {directory: probe_path()}. The

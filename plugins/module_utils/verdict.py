@@ -128,7 +128,7 @@ def gpu_state(sample, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT
 
 
 # --------------------------------------------------------------------------------------------
-# The canary under power (field case G19): is the engine really computing?
+# The canary under power (catalogue gpu_low_power): is the engine really computing?
 # --------------------------------------------------------------------------------------------
 
 # sampled once a second on every node while a canary request (or a compute canary) runs
@@ -176,7 +176,7 @@ def canary_power_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, b
     """Per node, the GPU under a canary: computing, or not (a classifier input, catalogue gpu_low_power).
 
     samples_by_host: {host: parse_gpu_samples() taken while the canary ran}. Medians decide:
-      stuck_low_power  the G19 rule (diagnose.gpu_stuck_low_power): busy, SM clock under half the
+      stuck_low_power  the catalogue gpu_low_power rule (diagnose.gpu_stuck_low_power): busy, SM clock under half the
                        applications clock, under 30 W, no throttle reason: AC power removal needed
       not_computing    busy below the power floor (gpu_state 'spinning'): the engine waits, it does not compute
       computing        at or above the floor; a computing node whose SM clock is more than slow_pct % below

@@ -127,7 +127,7 @@ nccl_env:
 cuda_toolchain:
   description:
     - The CUDA release of C(ptxas) in the image (C(ptxas --version), X.Y), what JIT-compiles kernels at first use;
-      V(null) when the image has no C(ptxas) (field case G18).
+      V(null) when the image has no C(ptxas) (catalogue image_cuda_newer_than_driver).
   returned: always
   type: str
   sample: "13.2"

@@ -15,7 +15,7 @@ description:
   - Reads C(/proc/meminfo) (MemTotal, MemAvailable, MemFree, swap, CmaTotal), the NVIDIA driver version and GPU
     names from C(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) (falling back to the
     plain C(nvidia-smi) table), the driver's CUDA version from the table's header (C(CUDA Version), field case
-    G18), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel, the deploy user's groups
+    catalogue image_cuda_newer_than_driver), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel, the deploy user's groups
     and what the node's host name resolves to.
   - On GB10 C(nvidia-smi) prints memory totals as C([N/A]) (unified memory, no framebuffer; capture
     tests/fixtures/node/gb10-query-name-memory-total-driver.csv), so every memory figure comes from
@@ -246,7 +246,7 @@ def gpu_facts(module, nvidia_smi):
         out["gpu_names"] = [r["name"] for r in rows if r.get("name")]
         out["driver_version"] = rows[0].get("driver_version")
         out["gpu_memory_total"] = rows[0].get("memory.total")
-    # the table's header is the only place that names the newest CUDA the driver supports (field case G18)
+    # the table's header is the only place that names the newest CUDA the driver supports (catalogue image_cuda_newer_than_driver)
     rc, stdout, stderr = module.run_command([exe], environ_update=env)
     if rc == 0:
         table = parse_nvidia_smi_table(stdout)

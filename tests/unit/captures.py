@@ -208,11 +208,11 @@ def parse_df_h_row(line):
 
 
 def parse_g19_numbers(text):
-    """The G19 figures (field case G19) -> {'stuck': {util, sm, apps, max, power}, 'recovered': {sm, power}}."""
+    """The catalogue gpu_low_power figures (catalogue gpu_low_power) -> {'stuck': {util, sm, apps, max, power}, 'recovered': {sm, power}}."""
     m = re.search(r"util (\d+) %, SM clock median (\d+) MHz \(apps (\d+), max (\d+)\), power ([\d.]+) W", text)
     r = re.search(r"after AC removal:\s+SM (\d+) MHz, ([\d.]+) W", text)
     if not m or not r:
-        raise ValueError("not the G19 figures: %r" % text[:80])
+        raise ValueError("not the catalogue gpu_low_power figures: %r" % text[:80])
     return {"stuck": {"util": float(m.group(1)), "sm": float(m.group(2)), "apps": float(m.group(3)),
                       "max": float(m.group(4)), "power": float(m.group(5))},
             "recovered": {"sm": float(r.group(1)), "power": float(r.group(2))}}

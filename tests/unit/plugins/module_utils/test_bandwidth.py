@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Per-rail bandwidth probe (field case G02, catalogue perftest_64k): command, parser, verdict.
+"""Per-rail bandwidth probe (catalogue perftest_64k): command, parser, verdict.
 
 Inputs: reconstructed ib_write_bw reports (tests/fixtures/rdma/bandwidth; the command, the 64 KiB limit and the
 error tuple are the source's, the figures illustrative) and the captured link speeds (200000 Mb/s on a Spark

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The GPU under a canary (field case G19, catalogue gpu_low_power): computing, spinning or stuck low-power.
+"""The GPU under a canary (catalogue gpu_low_power): computing, spinning or stuck low-power.
 
-Inputs: the G19 figures (verbatim numbers of a stuck GB10 and the same node after AC removal) and the
+Inputs: the catalogue gpu_low_power figures (verbatim numbers of a stuck GB10 and the same node after AC removal) and the
 simulated node's nvidia-smi samples (idle, spinning, computing). Hardware-only and untested here: sampling a real
 GB10 during a canary request (no capture of the seven-field canary query exists); the parser and the verdict are
 tested on the text shapes nvidia-smi prints.

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every rank's logged NCCL version must agree (catalogue nccl_version_skew, field case G14).
+"""Every rank's logged NCCL version must agree (catalogue nccl_version_skew).
 
-Inputs: the TP2 deploy report's captured boot log (vLLM is using nccl==2.30.7), the G14 worker with the
+Inputs: the TP2 deploy report's captured boot log (vLLM is using nccl==2.30.7), the catalogue nccl_version_skew worker with the
 downgraded NCCL (reconstructed: the version the report states), and the simulated fleet's CPU engine log
 (no NCCL at all). A GB10 pair's real mismatched logs are hardware-only and not captured here.
 """

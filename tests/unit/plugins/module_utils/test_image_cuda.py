@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The image's CUDA against the driver's (catalogue image_cuda_newer_than_driver, field case G18).
+"""The image's CUDA against the driver's (catalogue image_cuda_newer_than_driver).
 
-Inputs: the captured GB10 nvidia-smi table (driver 580.142, 'CUDA Version: 13.0') and the G18 ptxas
+Inputs: the captured GB10 nvidia-smi table (driver 580.142, 'CUDA Version: 13.0') and the catalogue image_cuda_newer_than_driver ptxas
 line (reconstructed). What is hardware-only and untested here: a real CUDA image's ptxas run by the
 image_fingerprint probe on a GB10 node (the simulated engine image carries no CUDA toolchain, so on the
 simulated fleet the probe reports none and the lane's image.cuda_version is the only input).
@@ -24,7 +24,7 @@ def gb10_node():
 
 
 def ptxas_probe():
-    """What image_fingerprint's probe prints for the G18 image, parsed like the module does."""
+    """What image_fingerprint's probe prints for the catalogue image_cuda_newer_than_driver image, parsed like the module does."""
     line = read_fixture("docker", "g18-image-ptxas-version.txt").strip()
     text = "PTXAS release " + line.split("release ", 1)[1] + "\n"  # the probe's sed keeps what follows 'release '
     return im.parse_probe(text)

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/space.py: free disk space before the image or the weights land (catalogue disk_full, G16)."""
+"""module_utils/space.py: free disk space before the image or the weights land (catalogue disk_full)."""
 
 import os
 
@@ -14,7 +14,7 @@ REF = "glm53:sm121-v12"
 
 
 def g16():
-    """The G16 capture: node-a's docker filesystem (df -h row) and the image size (docker image inspect)."""
+    """The catalogue disk_full capture: node-a's docker filesystem (df -h row) and the image size (docker image inspect)."""
     row, size = read_fixture("disk", "g16-node-a-df-docker-image-size.txt").strip().splitlines()
     df = C.parse_df_h_row(row)
     return df, int(size)

@@ -194,5 +194,5 @@ def test_module_imports_only_stdlib_health_and_diagnose():
     assert imports == ["from __future__ import absolute_import, division, print_function", "import re",
                        "from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, "
                        "parse_metrics  # noqa: F401 pylint: disable=unused-import",
-                       # the G19 rule lives once, in diagnose.py (itself standard library only)
+                       # the catalogue gpu_low_power rule lives once, in diagnose.py (itself standard library only)
                        "from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import gpu_stuck_low_power"]

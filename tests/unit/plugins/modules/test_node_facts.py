@@ -77,7 +77,7 @@ def test_gb10_node_facts(node_env, tmp_path):
     assert node['swap_total_gib'] == 16.0 and node['swap_used_gib'] == 0.44
     assert node['cma_total_kib'] == 0
     assert node['driver_version'] == '580.126.09'
-    # the table's header gives the newest CUDA the driver supports (field case G18), read even when the query worked
+    # the table's header gives the newest CUDA the driver supports (catalogue image_cuda_newer_than_driver), read even when the query worked
     assert node['cuda_version'] == '13.0'
     assert node['gpu_name'] == 'NVIDIA GB10' and node['gpu_memory_total'] is None
     assert node['sysctl'] == {'vm.swappiness': 0, 'vm.min_free_kbytes': 4194304, 'vm.watermark_boost_factor': 15000}

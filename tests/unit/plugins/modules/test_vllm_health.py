@@ -282,7 +282,7 @@ def test_metrics_spec_decode_delta_and_kv_pool(api):
 
 
 def test_metrics_nccl_versions_across_ranks(api):
-    """The captured TP2 boot (nccl==2.30.7) beside the G14 worker (2.29.7): named per rank, with the lane's pin."""
+    """The captured TP2 boot (nccl==2.30.7) beside the catalogue nccl_version_skew worker (2.29.7): named per rank, with the lane's pin."""
     url, _ = api({"GET /metrics": {"body": fx("metrics", "glm53-spec-decode-7pos.prom")}})
     head = vllm_health.H.parse_boot_log(fx("vllm-logs", "startup", "glm53-tp2-deploy-report-boot.log"))
     worker = vllm_health.H.parse_boot_log(fx("vllm-logs", "startup", "g14-worker-downgraded-nccl.log"))
