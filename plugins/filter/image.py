@@ -19,10 +19,12 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     check_fix_mounts,
     check_fix_source,
     compare_fingerprints,
+    cuda_driver_problems,
     compare_identity,
     hosts_needing_image,
     pick_peer_address,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.space import image_space_problems as _image_space_problems
 
 
 def _mapping(value, what):
@@ -91,6 +93,23 @@ def image_peer_address(peer_ipv4s, local_cidrs, avoid=None):
     return pick_peer_address(peer_ipv4s, local_cidrs, avoid)
 
 
+def image_space_problems(per_host, reference_host, targets, mode, reference, margin_gib, registry_dir=None,
+                         lane_size_gib=None):
+    try:
+        return _image_space_problems(_mapping(per_host, "image_space_problems"), reference_host, list(targets or []),
+                                     mode, reference, margin_gib, registry_dir, lane_size_gib)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("image_space_problems: %s" % exc)
+
+
+def image_cuda_problems(per_host, nodes, reference, lane_cuda_version=None):
+    try:
+        return cuda_driver_problems(_mapping(per_host, "image_cuda_problems"), nodes or {}, reference,
+                                    lane_cuda_version)
+    except ImageError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -105,4 +124,6 @@ class FilterModule(object):
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
             "kernel_fix_container_drift": kernel_fix_container_drift,
             "image_peer_address": image_peer_address,
+            "image_space_problems": image_space_problems,
+            "image_cuda_problems": image_cuda_problems,
         }

@@ -283,10 +283,24 @@ def node_facts(raw):
     if pin and mnbt and mnbt > 8192:
         facts["kv_pin_large_batch"] = "--kv-cache-memory=%s with --max-num-batched-tokens=%d (> 8192)" % (pin, mnbt)
     gpu = raw.get("gpu") or {}
-    util, sm, app, power = (_num(gpu.get(k)) for k in ("util", "sm_clock", "app_clock", "power"))
-    if None not in (util, sm, app, power) and util > 90 and app > 0 and sm < 0.5 * app and power < 30:
-        facts["gpu_stuck_low_power"] = "util %d %%, SM %d MHz of %d, %.1f W" % (util, sm, app, power)
+    stuck = gpu_stuck_low_power(*(_num(gpu.get(k)) for k in ("util", "sm_clock", "app_clock", "power")))
+    if stuck:
+        facts["gpu_stuck_low_power"] = stuck
     return facts
+
+
+def gpu_stuck_low_power(util, sm_clock, app_clock, power, throttle_active=None):
+    """The catalogue gpu_low_power rule (catalogue gpu_low_power): busy (> 90 %), SM clock under half the applications clock and
+    under 30 W with no throttle reason is a GB10 stuck in a low-power state. Returns the fact's text or None.
+    throttle_active: the clocks_throttle_reasons.active bitmask; a reason other than GpuIdle (0x1) means the
+    driver throttles on purpose (thermal, power cap), which is not this state."""
+    if None in (util, sm_clock, app_clock, power) or app_clock <= 0:
+        return None
+    if throttle_active and int(throttle_active) & ~0x1:
+        return None
+    if util > 90 and sm_clock < 0.5 * app_clock and power < 30:
+        return "util %d %%, SM %d MHz of %d, %.1f W" % (util, sm_clock, app_clock, power)
+    return None
 
 
 def fleet_facts(raw_by_host, head):

@@ -175,7 +175,8 @@ _KV_PATTERNS = {
     "loading_weights_s": (re.compile(r"Loading weights took (?P<v>[\d.]+) seconds"), float),
     "init_engine_s": (re.compile(r"init engine \(profile, create kv cache, warmup model\) took (?P<v>[\d.]+) s"),
                       float),
-    "nccl_version": (re.compile(r"vLLM is using nccl==(?P<v>[\d.]+)"), str),
+    # vLLM's own line, or NCCL's banner at NCCL_DEBUG=INFO ("NCCL INFO NCCL version 2.30.7+cuda13.0")
+    "nccl_version": (re.compile(r"(?:vLLM is using nccl==|NCCL INFO NCCL version )(?P<v>\d+(?:\.\d+)+)"), str),
 }
 # The CPU engine sizes its KV from VLLM_CPU_KVCACHE_SPACE and logs the GiB this way (real capture,
 # tests/fixtures/health/sim-cpu/tp1-ready.log); it stands in for "Available KV cache memory".
@@ -317,6 +318,44 @@ def boot_findings(boot, host, rdma_expected=False):
                             "at NCCL_DEBUG=INFO; set it in container.env for one boot to check, catalogue "
                             "nccl_socket_fallback)" % host)
     return {"failures": failures, "warnings": warnings}
+
+
+def nccl_version_agreement(ranks, expected=None):
+    """Every rank must run one NCCL (catalogue nccl_version_skew), read from its boot log.
+
+    ranks: [{rank, host, nccl_version}] (parse_boot_log figures with the rank's identity); expected: the lane's
+    pinned NCCL version, if any. More than one version across the ranks fails, naming each rank's host and
+    version; so does a version other than the pin. A rank that logged none while others did is a warning
+    (vLLM logs the line at INFO; a rank restarted with another log level may not). No rank logging one (the
+    CPU engine has no NCCL) gives neither. Returns {by_rank: {rank: version}, versions, failures, warnings}.
+    """
+    rows = sorted(ranks or [], key=lambda r: int(r.get("rank", 0)))
+    by_rank = dict((int(r.get("rank", 0)), r.get("nccl_version")) for r in rows)
+    seen = sorted(set(v for v in by_rank.values() if v))
+    out = {"by_rank": by_rank, "versions": seen, "failures": [], "warnings": []}
+    if not seen:
+        return out
+
+    def who(r):
+        return "rank %s on %s: %s" % (r.get("rank"), r.get("host") or "?", r.get("nccl_version") or "not logged")
+    if len(seen) > 1:
+        out["failures"].append(
+            "NCCL differs across ranks (%s); ranks with different NCCL builds fail in ncclCommInitRank or corrupt "
+            "collectives (catalogue nccl_version_skew). Fix: run one image on every rank (image_sync; with "
+            "image.expected_packages pinning nvidia-nccl-cu13) and restart the group" % "; ".join(who(r) for r in rows))
+    if expected:
+        off = [r for r in rows if r.get("nccl_version") and r["nccl_version"] != str(expected)]
+        if off:
+            out["failures"].append(
+                "NCCL %s expected (lane image.expected_packages) but %s (catalogue nccl_version_skew). Fix: rebuild "
+                "the image with the NCCL pin restored (pip check) and redistribute it (image_sync)"
+                % (expected, "; ".join(who(r) for r in off)))
+    silent = [r for r in rows if not r.get("nccl_version")]
+    if silent:
+        out["warnings"].append("no NCCL version line in the log of %s, so its NCCL is not compared (catalogue "
+                               "nccl_version_skew)" % ", ".join("rank %s on %s" % (r.get("rank"), r.get("host"))
+                                                                for r in silent))
+    return out
 
 
 def kv_pool_summary(ranks, spread_warn_gib=2.0, pin_bytes=None):

@@ -37,6 +37,9 @@ for p in "$@"; do
   done
 done
 if [ -f /etc/nccl.conf ]; then sed 's/^/NCCLCONF /' /etc/nccl.conf; fi
+PTXAS=$(command -v ptxas || true)
+[ -n "$PTXAS" ] || [ ! -x /usr/local/cuda/bin/ptxas ] || PTXAS=/usr/local/cuda/bin/ptxas
+if [ -n "$PTXAS" ]; then "$PTXAS" --version 2>/dev/null | sed -n 's/^.*release /PTXAS release /p' | head -n 1; fi
 if [ -n "$FP_PKGS" ]; then
   PY=$(command -v python3 || command -v python || true)
   if [ -n "$PY" ]; then
@@ -136,6 +139,19 @@ def parse_storage_driver(text):
     raise ImageError("no 'Storage Driver:' line in docker info output")
 
 
+def parse_docker_root(text):
+    """docker's data-root (DockerRootDir) from `docker info` JSON output; None when absent (older output,
+    a bare driver word). Where pulled and loaded images land (catalogue disk_full)."""
+    body = (text or "").strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        root = json.loads(body).get("DockerRootDir")
+    except ValueError:
+        return None
+    return root if isinstance(root, str) and root.startswith("/") else None
+
+
 def parse_nccl_conf(text):
     """KEY=VALUE lines of an /etc/nccl.conf (comments and blanks skipped), catalogue cma_zero."""
     out = {}
@@ -160,8 +176,9 @@ def nccl_env(env_list):
 
 def parse_probe(text):
     """Output of PROBE_SCRIPT -> {files: {path: sha256|None}, packages: {name: version|None},
-    nccl_conf: {K: V}, problems: [str]}. None means absent (MISSING / '-')."""
+    nccl_conf: {K: V}, cuda_toolchain: 'X.Y' or None, problems: [str]}. None means absent (MISSING / '-')."""
     files, packages, conf_lines, problems = {}, {}, [], []
+    toolchain = None
     for raw in text.splitlines():
         line = raw.rstrip("\n")
         if not line.strip():
@@ -178,13 +195,15 @@ def parse_probe(text):
             problems.append("%s is %s inside the image" % (rest, "not a regular file" if word == "NOTFILE" else "unreadable"))
         elif word == "NCCLCONF":
             conf_lines.append(rest)
+        elif word == "PTXAS":
+            toolchain = parse_ptxas_release(line)
         elif word == "PKG":
             name, _sep, ver = rest.partition(" ")
             packages[name] = None if ver in ("", "-") else ver
         else:
             problems.append("unexpected probe line: %r" % line)
     return {"files": files, "packages": packages,
-            "nccl_conf": parse_nccl_conf("\n".join(conf_lines)), "problems": problems}
+            "nccl_conf": parse_nccl_conf("\n".join(conf_lines)), "cuda_toolchain": toolchain, "problems": problems}
 
 
 def compute_fingerprint(files, packages, layers=None):
@@ -756,3 +775,72 @@ def pick_peer_address(peer_ipv4s, local_cidrs, avoid=None):
                 else:
                     return str(ip)
     return fallback
+
+
+# --- the image's CUDA toolchain against the driver (catalogue image_cuda_newer_than_driver) ---
+
+def parse_ptxas_release(text):
+    """'X.Y' from `ptxas --version` ('Cuda compilation tools, release 13.2, V13.2.51'), None when absent."""
+    m = re.search(r"release\s+(\d+)\.(\d+)", text or "")
+    return "%s.%s" % (m.group(1), m.group(2)) if m else None
+
+
+def cuda_env_version(env):
+    """'X.Y' from the image's CUDA_VERSION variable (NVIDIA's CUDA base images set it, e.g. 13.0.1), or None."""
+    for item in env or []:
+        name, _sep, value = str(item).partition("=")
+        if name == "CUDA_VERSION":
+            m = re.match(r"^\s*(\d+)\.(\d+)", value)
+            if m:
+                return "%s.%s" % (m.group(1), m.group(2))
+    return None
+
+
+def image_cuda(probe, lane_value=None):
+    """The CUDA version an image needs and where it was read: (X.Y, basis) or (None, None).
+
+    The toolchain in the image (ptxas: what JIT-compiles at first use) decides; else the image's
+    CUDA_VERSION variable; else the lane's image.cuda_version (metadata for images that carry
+    neither, e.g. before the image exists on any rank).
+    """
+    probe = probe or {}
+    if probe.get("cuda_toolchain"):
+        return str(probe["cuda_toolchain"]), "ptxas in the image"
+    if probe.get("cuda_env"):
+        return str(probe["cuda_env"]), "the image's CUDA_VERSION"
+    if lane_value not in (None, ""):
+        m = re.match(r"^\s*(\d+)\.(\d+)", str(lane_value))
+        if not m:
+            raise ImageError("lane image.cuda_version %r is not a CUDA version like 13.0" % (lane_value,))
+        return "%s.%s" % (m.group(1), m.group(2)), "lane image.cuda_version"
+    return None, None
+
+
+def _cuda_tuple(v):
+    return tuple(int(x) for x in str(v).split(".")[:2])
+
+
+def cuda_driver_problems(probes, nodes, reference, lane_value=None):
+    """Ranks whose driver supports an older CUDA than the image needs (catalogue image_cuda_newer_than_driver), as [{host, msg}].
+
+    probes: {host: image_fingerprint result}; nodes: {host: preflight_node} with cuda_version (the
+    'CUDA Version' of the nvidia-smi header: the newest CUDA the driver supports). A rank whose
+    driver CUDA is unknown is not judged (cpu lanes; preflight already refuses a spark node
+    without a driver). A driver newer than the image is fine (CUDA's forward compatibility).
+    """
+    out = []
+    for host in sorted(probes):
+        need, basis = image_cuda(probes[host], lane_value)
+        have = ((nodes or {}).get(host) or {}).get("cuda_version")
+        if need is None or not have:
+            continue
+        if _cuda_tuple(need) <= _cuda_tuple(have):
+            continue
+        drv = ((nodes or {}).get(host) or {}).get("driver_version") or "unknown"
+        out.append({"host": host, "need": need, "have": str(have), "msg": (
+            "%s: image %s needs CUDA %s (%s) but driver %s supports CUDA %s (nvidia-smi 'CUDA Version'); kernels "
+            "JIT-compiled at first use then fail with cudaErrorUnsupportedPtxVersion (222) after the ranks look "
+            "ready (catalogue image_cuda_newer_than_driver). Fix: use an image built for CUDA %s or older, or "
+            "install a driver that supports CUDA %s on %s and reboot, then re-run"
+            % (host, reference, need, basis, drv, have, have, need, host))})
+    return out

@@ -199,6 +199,9 @@ LANE_SCHEMA = _obj({
                                                          pattern=r"^\S+$")},
         "vllm_pkg_dir": _path("vllm_pkg_dir"),
         "size_gib": _t("number", minimum=0),
+        # the CUDA the image's toolchain needs, for images whose ptxas / CUDA_VERSION the probe cannot read
+        # (catalogue image_cuda_newer_than_driver)
+        "cuda_version": {"type": ["string", "null"], "pattern": r"^\d+\.\d+(\.\d+)?$"},
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)
         "build": _obj({
             "stages": _list(BUILD_STAGE_SCHEMA),

@@ -32,6 +32,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, parse_metrics  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import gpu_stuck_low_power
 
 # GB10 defaults (catalogue gpu_low_power): a busy GPU under 25 W is spinning, not computing (a wedged
 # collective or the UVM livelock reads 96 % at ~10-22 W; real decode draws 47-78 W).
@@ -124,6 +125,108 @@ def gpu_state(sample, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT
     if util is not None and util >= busy_util_pct:
         return "spinning"
     return "low"
+
+
+# --------------------------------------------------------------------------------------------
+# The canary under power (catalogue gpu_low_power): is the engine really computing?
+# --------------------------------------------------------------------------------------------
+
+# sampled once a second on every node while a canary request (or a compute canary) runs
+CANARY_QUERY_FIELDS = ("utilization.gpu", "pstate", "clocks.sm", "clocks.applications.graphics", "power.draw",
+                       "temperature.gpu", "clocks_throttle_reasons.active")
+_SAMPLE_KEYS = {"utilization.gpu": "utilization_pct", "pstate": "pstate", "clocks.sm": "clocks_sm_mhz",
+                "clocks.applications.graphics": "clocks_app_mhz", "power.draw": "power_w",
+                "temperature.gpu": "temperature_c", "clocks_throttle_reasons.active": "throttle_active"}
+
+
+def parse_gpu_samples(text, fields=CANARY_QUERY_FIELDS):
+    """`nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` lines (one per sample) -> list of dicts
+    (utilization_pct, pstate, clocks_sm_mhz, clocks_app_mhz, power_w, temperature_c, throttle_active as int).
+    '[N/A]' and 'Not Supported' give None; a line with another number of fields is skipped."""
+    out = []
+    for line in (text or "").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(fields) or not line.strip():
+            continue
+        row = {}
+        for field, value in zip(fields, parts):
+            key = _SAMPLE_KEYS.get(field, field)
+            if key == "pstate":
+                row[key] = value if re.match(r"^P\d+$", value) else None
+            elif key == "throttle_active":
+                row[key] = int(value, 16) if re.match(r"^0x[0-9a-fA-F]+$", value) else None
+            else:
+                row[key] = _num(value)
+        out.append(row)
+    return out
+
+
+def _median(values):
+    vals = sorted(v for v in values if v is not None)
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2.0
+
+
+# No caller yet: sampling every node's GPU through a sustained canary needs a GB10 (docs/health.md, "GPU under a
+# canary"); the doctor's classifier takes the same rule through diagnose.gpu_stuck_low_power.
+def canary_power_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT,
+                         slow_pct=15.0):
+    """Per node, the GPU under a canary: computing, or not (a classifier input, catalogue gpu_low_power).
+
+    samples_by_host: {host: parse_gpu_samples() taken while the canary ran}. Medians decide:
+      stuck_low_power  the catalogue gpu_low_power rule (diagnose.gpu_stuck_low_power): busy, SM clock under half the
+                       applications clock, under 30 W, no throttle reason: AC power removal needed
+      not_computing    busy below the power floor (gpu_state 'spinning'): the engine waits, it does not compute
+      computing        at or above the floor; a computing node whose SM clock is more than slow_pct % below
+                       the median of the computing nodes is named a slow rank (every TP rank waits for it)
+      idle / unknown   not busy, or no reading
+    Returns {by_host: {host: {state, medians...}}, facts: {host: {gpu_stuck_low_power: text}} (diagnose's fact),
+    failures, warnings}; messages name host, the figures and the fix.
+    """
+    by_host, facts, failures, warnings = {}, {}, [], []
+    for host in sorted(samples_by_host or {}):
+        rows = samples_by_host[host] or []
+        med = dict((k, _median([r.get(k) for r in rows]))
+                   for k in ("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz", "power_w"))
+        throttles = [r.get("throttle_active") for r in rows if r.get("throttle_active") is not None]
+        throttle = max(throttles) if throttles else None
+        stuck = gpu_stuck_low_power(med["utilization_pct"], med["clocks_sm_mhz"], med["clocks_app_mhz"],
+                                    med["power_w"], throttle)
+        state = gpu_state(med, power_floor_w, busy_util_pct) if rows else "unknown"
+        if stuck:
+            state = "stuck_low_power"
+            facts[host] = {"gpu_stuck_low_power": stuck}
+            failures.append("%s: GPU stuck in a low-power state under the canary (%s, %d samples, no throttle reason; "
+                            "catalogue gpu_low_power); every rank waits for this node. Fix: remove AC power from %s "
+                            "(a reboot is not enough), then re-run" % (host, stuck, len(rows), host))
+        elif state == "spinning":
+            state = "not_computing"
+            failures.append("%s: the GPU reads %s %% busy at %s W under the canary, below the %s W floor: the engine "
+                            "is not computing (a collective spin-wait; catalogue gpu_low_power). Fix: restart the group "
+                            "(playbooks/restart.yml) and read the ranks' logs" % (
+                                host, _fmt_num(med["utilization_pct"]), _fmt_num(med["power_w"]),
+                                _fmt_num(power_floor_w)))
+        elif state == "low":
+            state = "idle"
+        by_host[host] = dict(med, state=state, samples=len(rows), throttle_active=throttle)
+    computing = dict((h, v["clocks_sm_mhz"]) for h, v in by_host.items()
+                     if v["state"] == "computing" and v["clocks_sm_mhz"])
+    if len(computing) > 1:
+        fleet = _median(list(computing.values()))
+        for host in sorted(computing):
+            if computing[host] < fleet * (1 - slow_pct / 100.0):
+                warnings.append("%s: SM clock %s MHz under the canary, %d %% below the nodes' median %s MHz: a slow "
+                                "rank (catalogue gpu_low_power). Fix: check its clocks and power (nvidia-smi -q -d "
+                                "PERFORMANCE) and any -lgc cap" % (
+                                    host, _fmt_num(computing[host]), round(100 * (1 - computing[host] / fleet)),
+                                    _fmt_num(fleet)))
+    return {"by_host": by_host, "facts": facts, "failures": failures, "warnings": warnings}
+
+
+def _fmt_num(v):
+    return "%g" % v if v is not None else "?"
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,13 @@ options:
     type: list
     elements: str
     default: []
+  space_paths:
+    description:
+      - Paths on the node whose free space to report besides docker's data-root (for example the registry's
+        storage directory), in RV(space). A path that does not exist yet is measured at its nearest existing parent.
+    type: list
+    elements: path
+    default: []
   docker_bin:
     description: Docker CLI to use; found on PATH when not given.
     type: path
@@ -117,6 +124,35 @@ nccl_env:
   description: C(NCCL_*) variables set in the image's C(Config.Env).
   returned: always
   type: dict
+cuda_toolchain:
+  description:
+    - The CUDA release of C(ptxas) in the image (C(ptxas --version), X.Y), what JIT-compiles kernels at first use;
+      V(null) when the image has no C(ptxas) (catalogue image_cuda_newer_than_driver).
+  returned: always
+  type: str
+  sample: "13.2"
+cuda_env:
+  description: X.Y of the image's C(CUDA_VERSION) variable (NVIDIA's CUDA base images set it), or V(null).
+  returned: always
+  type: str
+  sample: "13.0"
+size_bytes:
+  description: The image's size (C(docker image inspect) C(Size), bytes); V(null) when absent.
+  returned: always
+  type: int
+  sample: 31456789012
+data_root:
+  description: Docker's data-root on this node (C(docker info) C(DockerRootDir)), where pulled and loaded images land.
+  returned: always
+  type: str
+  sample: /var/lib/docker
+space:
+  description:
+    - Free space per path (the data-root and O(space_paths)) as C({path, probe, device, free_bytes}); C(probe) is the
+      existing directory measured, C(device) tells which paths share a filesystem. Judged on the controller by the
+      C(dgxspark.vllm.image_space_problems) filter before the image moves (catalogue disk_full).
+  returned: always
+  type: dict
 problems:
   description: Paths that exist but are not regular files, or unreadable, inside the image.
   returned: always
@@ -131,11 +167,17 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     PROBE_SCRIPT,
     ImageError,
     compute_fingerprint,
+    cuda_env_version,
     nccl_env,
+    parse_docker_root,
     parse_probe,
     parse_storage_driver,
     registry_digest,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.space import probe_path
+
+# Driver and data-root in one small JSON object (parse_storage_driver reads its Driver key).
+INFO_FORMAT = '{"Driver":{{json .Driver}},"DockerRootDir":{{json .DockerRootDir}}}'
 
 
 def main():
@@ -144,6 +186,7 @@ def main():
             image=dict(type="str", required=True),
             paths=dict(type="list", elements="str", default=[]),
             packages=dict(type="list", elements="str", default=[]),
+            space_paths=dict(type="list", elements="path", default=[]),
             docker_bin=dict(type="path"),
         ),
         supports_check_mode=True,
@@ -157,17 +200,24 @@ def main():
 
     result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
-                  nccl_conf={}, nccl_env={}, problems=[])
+                  nccl_conf={}, nccl_env={}, problems=[], cuda_toolchain=None, cuda_env=None,
+                  size_bytes=None, data_root=None, space={})
     cli = DockerCLI(module.run_command, docker, environ={"LANG": "C", "LC_ALL": "C"})
     try:
-        _rc, out, _err = cli.call("info", "--format", "{{.Driver}}")
+        _rc, out, _err = cli.call("info", "--format", INFO_FORMAT)
         result["storage_driver"] = parse_storage_driver(out)
+        result["data_root"] = parse_docker_root(out)
+        for path in ([result["data_root"]] if result["data_root"] else []) + p["space_paths"]:
+            try:
+                result["space"][path] = probe_path(path)
+            except OSError as exc:
+                module.fail_json(msg="cannot measure free space at %s: %s" % (path, exc))
         info = cli.inspect_image(p["image"])
         if info is None:
             module.exit_json(**result)
-        result.update(present=True, image_id=info["id"], repo_digests=info["repo_digests"],
+        result.update(present=True, image_id=info["id"], size_bytes=info.get("size"), repo_digests=info["repo_digests"],
                       registry_digest=registry_digest(info["repo_digests"], p["image"]),
-                      nccl_env=nccl_env(info["env"]))
+                      nccl_env=nccl_env(info["env"]), cuda_env=cuda_env_version(info["env"]))
         argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
                 "-e", "FP_PKGS=" + " ".join(p["packages"]),
                 "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
@@ -181,7 +231,7 @@ def main():
     except (ImageError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     result.update(files=probe["files"], packages=probe["packages"], nccl_conf=probe["nccl_conf"],
-                  problems=probe["problems"], layers=info["layers"],
+                  problems=probe["problems"], layers=info["layers"], cuda_toolchain=probe["cuda_toolchain"],
                   fingerprint=compute_fingerprint(probe["files"], probe["packages"], info["layers"]))
     module.exit_json(**result)
 

@@ -14,10 +14,12 @@ version_added: 0.1.0
 description:
   - Reads C(/proc/meminfo) (MemTotal, MemAvailable, MemFree, swap, CmaTotal), the NVIDIA driver version and GPU
     names from C(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) (falling back to the
-    plain C(nvidia-smi) table), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel,
-    the deploy user's groups and what the node's host name resolves to.
+    plain C(nvidia-smi) table), the driver's CUDA version from the table's header (C(CUDA Version), field case
+    catalogue image_cuda_newer_than_driver), free disk space at the given paths, a few C(vm.*) sysctls, the OS and kernel, the deploy user's groups
+    and what the node's host name resolves to.
   - On GB10 C(nvidia-smi) prints memory totals as C([N/A]) (unified memory, no framebuffer; capture
-    tests/fixtures/node/gb10-query-name-memory-total-driver.csv), so every memory figure comes from C(/proc/meminfo). GiB means 1024^3 bytes.
+    tests/fixtures/node/gb10-query-name-memory-total-driver.csv), so every memory figure comes from
+    C(/proc/meminfo). GiB means 1024^3 bytes.
   - Read-only; returns the fact C(preflight_node). The verdicts are made on the controller by the
     C(dgxspark.vllm.node_preflight_checks) and C(dgxspark.vllm.node_utilization_verdict) filters.
 author:
@@ -109,6 +111,7 @@ node:
     cma_total_kib: 65536
     nvidia_smi_found: true
     driver_version: 580.126.09
+    cuda_version: "13.0"
     gpu_name: NVIDIA GB10
     gpu_names: [NVIDIA GB10]
     gpu_memory_total: null
@@ -224,7 +227,7 @@ def resolve_hostname(hostname):
 
 def gpu_facts(module, nvidia_smi):
     out = {"nvidia_smi_found": False, "driver_version": None, "gpu_name": None, "gpu_names": [],
-           "gpu_memory_total": None}
+           "gpu_memory_total": None, "cuda_version": None}
     exe = module.get_bin_path(nvidia_smi) if "/" not in nvidia_smi else (
         nvidia_smi if os.access(nvidia_smi, os.X_OK) else None)
     if not exe:
@@ -243,10 +246,12 @@ def gpu_facts(module, nvidia_smi):
         out["gpu_names"] = [r["name"] for r in rows if r.get("name")]
         out["driver_version"] = rows[0].get("driver_version")
         out["gpu_memory_total"] = rows[0].get("memory.total")
-    else:
-        rc, stdout, stderr = module.run_command([exe], environ_update=env)
-        if rc == 0:
-            table = parse_nvidia_smi_table(stdout)
+    # the table's header is the only place that names the newest CUDA the driver supports (catalogue image_cuda_newer_than_driver)
+    rc, stdout, stderr = module.run_command([exe], environ_update=env)
+    if rc == 0:
+        table = parse_nvidia_smi_table(stdout)
+        out["cuda_version"] = table["cuda_version"]
+        if not rows:
             out["driver_version"] = table["driver_version"]
             out["gpu_names"] = [g["name"] for g in table["gpus"]]
     out["gpu_name"] = out["gpu_names"][0] if out["gpu_names"] else None

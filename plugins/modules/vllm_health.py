@@ -204,6 +204,11 @@ options:
   kv_pin_bytes:
     description: The lane's C(--kv-cache-memory) pin in bytes, compared with vLLM's suggestion (catalogue kv_pin_no_activation_reserve).
     type: int
+  nccl_expected:
+    description:
+      - I(mode=metrics) the NCCL version every rank must log (C(vLLM is using nccl==X)), e.g. the lane's
+        C(image.expected_packages) pin of C(nvidia-nccl-cu13). Without it the ranks must only agree with each other.
+    type: str
   api_key:
     description:
       - The head's API key (C(vllm_api_key)); sent as the header C(Authorization) = C(Bearer <key>) with every request to the head.
@@ -312,7 +317,9 @@ smoke:
 metrics:
   description: >-
     I(mode=metrics) C(first)/C(second) serving counters, C(wedge) verdict, C(spec_decode) (deltas between the
-    scrapes) and C(spec_decode_cumulative), C(kv_pool) when O(ranks) is given.
+    scrapes) and C(spec_decode_cumulative), C(kv_pool) and C(nccl) (C(by_rank), C(versions), C(failures),
+    C(warnings): the NCCL version every rank logged, which must agree; catalogue nccl_version_skew) when O(ranks)
+    is given.
   returned: mode is metrics
   type: dict
 """
@@ -646,6 +653,7 @@ def run_metrics(module):
                "samples": len(s2)}
     if p["ranks"]:
         metrics["kv_pool"] = H.kv_pool_summary(p["ranks"], p["kv_spread_warn_gib"], p["kv_pin_bytes"])
+        metrics["nccl"] = H.nccl_version_agreement(p["ranks"], p["nccl_expected"])
     out = {"changed": False, "metrics": metrics, "elapsed_s": round(time.time() - start, 1)}
     if metrics["wedge"]["stalled"] and p["fail_on_error"]:
         module.fail_json(msg="%s: %s" % (url, metrics["wedge"]["msg"]), **out)
@@ -690,6 +698,7 @@ def main():
             ranks=dict(type="list", elements="dict"),
             kv_spread_warn_gib=dict(type="float", default=2.0),
             kv_pin_bytes=dict(type="int"),
+            nccl_expected=dict(type="str"),
             api_key=dict(type="str", no_log=True),
             fail_on_error=dict(type="bool", default=True),
         ),

@@ -68,6 +68,13 @@ options:
     description: Fail when O(state=verified) finds a difference; V(false) returns RV(problems) and RV(plan) instead.
     type: bool
     default: true
+  space_margin_gib:
+    description:
+      - With O(state=verified), refuse (fail) when the files of RV(plan) plus this many GiB (1024^3 bytes) do not fit
+        in the free space of the filesystem(s) of O(path) and O(drafter_path), before anything is copied (catalogue
+        disk_full). Sizes come from the owner's manifest; a replaced file counts in full (the copy writes it beside
+        the old one, then renames). Omit to skip the check.
+    type: float
   node:
     description: Name used in messages (the inventory host name); the node's host name when omitted.
     type: str
@@ -131,6 +138,11 @@ plan:
   returned: always
   type: dict
   sample: {"checkpoint": ["model-00002-of-00002.safetensors"]}
+space:
+  description: With O(space_margin_gib) and a non-empty RV(plan), the free space measured per directory
+    (C({path, probe, device, free_bytes})).
+  returned: when checked
+  type: dict
 stale_backups:
   description: Absolute paths of this node's C(X.orig) files for files C(X) in RV(plan); the copy removes them
     before fetching the owner's C(X) (and C(X.orig) when the owner has one).
@@ -153,6 +165,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import (
     ORIG_SUFFIX, WeightsError, artifact_sha256s, build_manifest, canonical, fix_modes, format_problems, manifest_sha256,
     mode_problems, transfer_plan, verify_manifest, walk_tree)
+from ansible_collections.dgxspark.vllm.plugins.module_utils.space import probe_path, weights_space_problems
 
 
 def _roots(params):
@@ -227,6 +240,13 @@ def _verify(module, roots, node):
     result = dict(changed=bool(fixed), manifest=expected, sha256=manifest_sha256(expected),
                   artifact_sha256=artifact_sha256s(expected),
                   problems=problems, plan=plan, modes_fixed=fixed, stale_backups=stale)
+    if plan and p["space_margin_gib"] is not None:
+        probes = dict((roots[name], probe_path(roots[name])) for name in plan if name in roots)
+        short = weights_space_problems(node, dict((k, v) for k, v in plan.items() if k in roots), expected, roots,
+                                       probes, p["space_margin_gib"])
+        result["space"] = probes
+        if short:
+            module.fail_json(msg="not copying the weights: %s" % " ".join(short), **result)
     if problems and p["fail_on_mismatch"]:
         module.fail_json(msg="weights differ from the owner's manifest before launch: %s"
                          % format_problems(problems), **result)
@@ -248,6 +268,7 @@ def main():
             fix_modes=dict(type="bool", default=False),
             fail_on_mismatch=dict(type="bool", default=True),
             node=dict(type="str"),
+            space_margin_gib=dict(type="float"),
         ),
         supports_check_mode=True,
     )

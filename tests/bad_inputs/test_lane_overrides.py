@@ -35,7 +35,7 @@ CASES = [
     ("image-size-negative", CPU2, {"image": {"size_gib": -1}}, "image.size_gib: -1 is below the minimum 0"),
     ("image-fingerprint-file-int", CPU2, {"image": {"fingerprint_files": [1]}},
      "image.fingerprint_files[0]: expected str, got int (1)"),
-    ("image-unknown-key", CPU2, {"image": {"tag": "latest"}}, "image.tag: unknown key (known: build, distribution,"),
+    ("image-unknown-key", CPU2, {"image": {"tag": "latest"}}, "image.tag: unknown key (known: build, cuda_version, distribution,"),
     # checkpoint / drafter
     ("checkpoint-repo-id-null", CPU2, {"checkpoint": {"repo_id": None}},
      "checkpoint.repo_id: expected str, got null (None)"),

@@ -192,3 +192,27 @@ def parse_id(text):
             if g:
                 out["groups"].append(g.group(2) if g.group(2) is not None else g.group(1))
     return out
+
+
+def parse_df_h_row(line):
+    """One ``df -h`` data row -> {device, size_bytes, used_bytes, avail_bytes, use_pct, mount}.
+
+    df -h prints binary units with a one-letter suffix (22G = 22 GiB), read like ``free -h``'s.
+    """
+    cells = line.split()
+    if len(cells) != 6 or not cells[4].endswith("%"):
+        raise NodeCheckError("not a df -h row: %r" % line)
+    size, used, avail = [int(parse_size(c)) for c in cells[1:4]]
+    return {"device": cells[0], "size_bytes": size, "used_bytes": used, "avail_bytes": avail,
+            "use_pct": int(cells[4][:-1]), "mount": cells[5]}
+
+
+def parse_g19_numbers(text):
+    """The catalogue gpu_low_power figures (catalogue gpu_low_power) -> {'stuck': {util, sm, apps, max, power}, 'recovered': {sm, power}}."""
+    m = re.search(r"util (\d+) %, SM clock median (\d+) MHz \(apps (\d+), max (\d+)\), power ([\d.]+) W", text)
+    r = re.search(r"after AC removal:\s+SM (\d+) MHz, ([\d.]+) W", text)
+    if not m or not r:
+        raise ValueError("not the catalogue gpu_low_power figures: %r" % text[:80])
+    return {"stuck": {"util": float(m.group(1)), "sm": float(m.group(2)), "apps": float(m.group(3)),
+                      "max": float(m.group(4)), "power": float(m.group(5))},
+            "recovered": {"sm": float(r.group(1)), "power": float(r.group(2))}}

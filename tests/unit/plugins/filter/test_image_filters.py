@@ -23,8 +23,8 @@ def _host(**over):
 
 def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
-        "image_build_chain_errors", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
-        "image_identity", "image_package_pin_errors", "image_peer_address",
+        "image_build_chain_errors", "image_cuda_problems", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
+        "image_identity", "image_package_pin_errors", "image_peer_address", "image_space_problems",
         "kernel_fix_container_drift", "kernel_fix_image_check", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
 
 

@@ -187,10 +187,12 @@ def test_restarts_within_window():
     assert V.may_restart(times, 3700.0, 3, 3600) is None
 
 
-def test_module_imports_only_stdlib_and_health():
+def test_module_imports_only_stdlib_health_and_diagnose():
     with open(os.path.join(FIXTURES, "..", "..", "plugins", "module_utils", "verdict.py")) as f:
         src = f.read()
     imports = [ln for ln in src.splitlines() if ln.startswith(("import ", "from "))]
     assert imports == ["from __future__ import absolute_import, division, print_function", "import re",
                        "from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, "
-                       "parse_metrics  # noqa: F401 pylint: disable=unused-import"]
+                       "parse_metrics  # noqa: F401 pylint: disable=unused-import",
+                       # the catalogue gpu_low_power rule lives once, in diagnose.py (itself standard library only)
+                       "from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import gpu_stuck_low_power"]

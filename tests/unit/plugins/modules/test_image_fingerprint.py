@@ -1,4 +1,6 @@
 from unittest import mock
+import json
+import os
 
 from ansible.module_utils import basic
 
@@ -87,8 +89,8 @@ def test_docker_unreachable_names_the_cause():
     result, failed, _ = _run({"info": (1, "", "permission denied while trying to connect to the Docker daemon socket")},
                              {"image": REF})
     assert failed
-    assert result["msg"] == ("`docker info --format {{.Driver}}` failed on this node (rc 1): permission denied "
-                             "while trying to connect to the Docker daemon socket")
+    assert result["msg"] == ("`docker info --format %s` failed on this node (rc 1): permission denied "
+                             "while trying to connect to the Docker daemon socket" % image_fingerprint.INFO_FORMAT)
 
 
 def test_probe_without_sh_fails_with_the_requirement():
@@ -99,3 +101,23 @@ def test_probe_without_sh_fails_with_the_requirement():
     }, {"image": REF, "paths": PATHS})
     assert failed
     assert result["msg"].endswith("the image needs sh and sha256sum")
+
+
+def test_size_data_root_and_free_space_are_reported(tmp_path):
+    """The probe returns what image_space_problems judges (catalogue disk_full): Size, DockerRootDir, free space."""
+    root = str(tmp_path / "docker")
+    os.mkdir(root)
+    reg = str(tmp_path / "state" / "registry" / "data")  # not created yet: measured at its parent
+    info = json.dumps({"Driver": "overlay2", "DockerRootDir": root})
+    result, failed, calls = _run({
+        "info": (0, info + "\n", ""),
+        "image": (0, read_fixture("docker", "sim-vllm-cpu-image-inspect.json"), ""),
+        "run": (0, read_fixture("docker", "sim-vllm-cpu-probe.txt"), ""),
+    }, {"image": REF, "paths": PATHS, "space_paths": [reg]})
+    assert not failed, result
+    assert calls[0][1:] == ["info", "--format", image_fingerprint.INFO_FORMAT]
+    assert result["storage_driver"] == "overlay2" and result["data_root"] == root
+    assert result["size_bytes"] == 4072532236  # "Size" of the captured sim image
+    assert sorted(result["space"]) == sorted([root, reg])
+    assert result["space"][reg]["probe"] == str(tmp_path) and result["space"][root]["probe"] == root
+    assert result["space"][root]["device"] == os.stat(root).st_dev and result["space"][root]["free_bytes"] > 0

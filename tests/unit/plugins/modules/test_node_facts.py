@@ -77,6 +77,8 @@ def test_gb10_node_facts(node_env, tmp_path):
     assert node['swap_total_gib'] == 16.0 and node['swap_used_gib'] == 0.44
     assert node['cma_total_kib'] == 0
     assert node['driver_version'] == '580.126.09'
+    # the table's header gives the newest CUDA the driver supports (catalogue image_cuda_newer_than_driver), read even when the query worked
+    assert node['cuda_version'] == '13.0'
     assert node['gpu_name'] == 'NVIDIA GB10' and node['gpu_memory_total'] is None
     assert node['sysctl'] == {'vm.swappiness': 0, 'vm.min_free_kbytes': 4194304, 'vm.watermark_boost_factor': 15000}
     assert node['os'] == {'id': 'ubuntu', 'version_id': '24.04', 'pretty_name': 'Ubuntu 24.04.4 LTS'}
@@ -94,7 +96,7 @@ def test_table_fallback_when_query_fails(node_env, tmp_path):
     node_env['nvidia_smi'] = nvidia_smi_stub(tmp_path / 'x', csv_ok=False)
     node = run_module(M.main, node_env)[0]['node']
     assert node['driver_version'] == '580.142'
-    assert node['gpu_names'] == ['NVIDIA GB10']
+    assert node['gpu_names'] == ['NVIDIA GB10'] and node['cuda_version'] == '13.0'
 
 
 def test_no_nvidia_smi_on_cpu_nodes(node_env, tmp_path):

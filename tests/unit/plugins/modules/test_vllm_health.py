@@ -277,6 +277,23 @@ def test_metrics_spec_decode_delta_and_kv_pool(api):
     assert m["spec_decode_cumulative"]["mean_acceptance_length"] == 3.63
     assert (m["kv_pool"]["effective_kv_gib"], m["kv_pool"]["limiting_rank"]) == (5.54, 1)
     assert m["wedge"]["stalled"] is None  # tests/fixtures/health/metrics/glm53-spec-decode-7pos.prom carries no generation counter
+    # the per-rank KV excerpts carry no NCCL line: nothing to compare
+    assert m["nccl"] == {"by_rank": {0: None, 1: None}, "versions": [], "failures": [], "warnings": []}
+
+
+def test_metrics_nccl_versions_across_ranks(api):
+    """The captured TP2 boot (nccl==2.30.7) beside the catalogue nccl_version_skew worker (2.29.7): named per rank, with the lane's pin."""
+    url, _ = api({"GET /metrics": {"body": fx("metrics", "glm53-spec-decode-7pos.prom")}})
+    head = vllm_health.H.parse_boot_log(fx("vllm-logs", "startup", "glm53-tp2-deploy-report-boot.log"))
+    worker = vllm_health.H.parse_boot_log(fx("vllm-logs", "startup", "g14-worker-downgraded-nccl.log"))
+    res, failed = run_module(vllm_health.main, {
+        "mode": "metrics", "base_url": url, "interval_s": 0.1, "nccl_expected": "2.30.7",
+        "ranks": [dict(head, rank=0, host="node-a"), dict(worker, rank=1, host="node-b")]})
+    assert not failed  # the role's report turns failures into the gate's verdict
+    nccl = res["metrics"]["nccl"]
+    assert nccl["by_rank"] == {0: "2.30.7", 1: "2.29.7"} and len(nccl["failures"]) == 2
+    assert "(rank 0 on node-a: 2.30.7; rank 1 on node-b: 2.29.7)" in nccl["failures"][0]
+    assert "but rank 1 on node-b: 2.29.7" in nccl["failures"][1]
 
 
 def test_metrics_wedge_fails(api):

@@ -130,3 +130,28 @@ def test_stale_backup_of_a_replaced_file_is_listed(tmp_path):
     assert not failed and res["plan"] == {"checkpoint": ["config.json"]}
     assert [(p["file"], p["item"]) for p in res["problems"]] == [("config.json.orig", "size")]
     assert res["stale_backups"] == [os.path.join(wr, "config.json.orig")]
+
+
+def test_copy_that_does_not_fit_is_refused_before_it_starts(tmp_path):
+    """space_margin_gib (catalogue disk_full): the plan's bytes plus the margin against the node's free space."""
+    root, drafter, _m, args = _owner(tmp_path)
+    owner, _f = run_module(weights_manifest.main, args)
+    wr, wd = str(tmp_path / "worker" / "m"), str(tmp_path / "worker" / "d")  # nothing copied yet
+    need = sum(f["size"] for a in owner["manifest"]["artifacts"].values() for f in a["files"].values())
+    free = os.statvfs(str(tmp_path)).f_bavail * os.statvfs(str(tmp_path)).f_frsize
+    base = {"path": wr, "drafter_path": wd, "expected": owner["manifest"], "node": "spark-sim-1",
+            "fail_on_mismatch": False}
+    # a margin just above what is free: refused, naming node, both paths, free and needed GiB
+    margin = (free + 1024 ** 3) / 1024.0 ** 3
+    res, failed = run_module(weights_manifest.main, dict(base, space_margin_gib=margin))
+    assert failed and res["msg"].startswith("not copying the weights: spark-sim-1: %s, %s has " % (wd, wr))
+    assert "catalogue disk_full" in res["msg"] and "(filesystem probed at %s)" % tmp_path in res["msg"]
+    assert "checkpoint (%d files)" % len(owner["manifest"]["artifacts"]["checkpoint"]["files"]) in res["msg"]
+    assert sorted(res["space"]) == sorted([wr, wd]) and res["space"][wr]["probe"] == str(tmp_path)
+    # a small margin fits: the plan comes back for the copy, with the figures measured
+    res, failed = run_module(weights_manifest.main, dict(base, space_margin_gib=0.001))
+    assert not failed and sorted(res["plan"]) == ["checkpoint", "drafter"] and need < free
+    # nothing to copy: not measured
+    wr2, wd2 = _worker(tmp_path, root, drafter)
+    res, failed = run_module(weights_manifest.main, dict(base, path=wr2, drafter_path=wd2, space_margin_gib=margin))
+    assert not failed and res["plan"] == {} and "space" not in res
