@@ -6,7 +6,7 @@ token planted in a saved rank log (stamped now, so it is among the newest saved 
 many restarts came before) reach neither the tarball, the summary nor the output. Node-state faults (the
 ranks in any state): MTU 1500 on a worker with the fix file altered on the head; a worker's fabric port
 down; another image tagged as the lane's on a worker. A worker's running rank killed; the head's rank
-killed (skipped: not yet run). With the ranks down (any rank that still runs is killed first): a truncated
+killed. With the ranks down (any rank that still runs is killed first): a truncated
 shard on a worker with the API port taken on the head. Each node-state fault is repaired right after its
 doctor run. Each run records reports/faults/doctor_<scenario>.json with the verdicts, the right cause's
 rank and the run's seconds (reported, never asserted). With DOCTOR_SAVE_CAPTURES=1 each run's node
@@ -226,8 +226,6 @@ def test_doctor_worker_killed(nodes, tmp_path):
     assert "container exited: exit code 137, OOMKilled False" in res["verdicts"][w]["matches"][0]["evidence"]
 
 
-@pytest.mark.skip(reason="not yet run: the fault fleet did not come to serve within the session (load ~30); "
-                         "issue 17 keeps the head-killed scenario open")
 def test_doctor_head_killed(nodes, tmp_path):
     """The head's rank killed (after the worker's, which it outlives while idle: vLLM watches only its local
     worker processes): doctor names it on the head."""
