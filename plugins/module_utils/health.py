@@ -756,6 +756,17 @@ def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, 
     return {"ok": True, "msg": "%s answer well-formed: finish_reason %s, %d tool call(s)" % (how, finish, len(calls))}
 
 
+# Several tokens, not one: a one-token prompt as the first request after a start killed every rank of the
+# simulated fleet's two-node CPU engine (EngineCore "Worker proc died unexpectedly", reproduced three times);
+# a short sentence is what the canaries of the field reports send as well.
+CANARY_PROMPT = "Reply with one word: ready"
+
+
+def canary_request(model):
+    """Body of the canary: POST /v1/completions, one completion token, greedy (vllm_health, the watchdog)."""
+    return {"model": model, "prompt": CANARY_PROMPT, "max_tokens": 1, "temperature": 0}
+
+
 def evaluate_canary(body):
     """The 1-token /v1/completions canary (docs/watchdog.md): 200 with one choice carrying a text field."""
     choices = (body or {}).get("choices") or []

@@ -539,7 +539,7 @@ def run_smoke(module):
 
     if p["canary"]:
         status, parsed, text = post_json(base + "/v1/completions",
-                                         {"model": p["model"], "prompt": "1", "max_tokens": 1, "temperature": 0},
+                                         H.canary_request(p["model"]),
                                          p["http_timeout_s"], p["api_key"])
         canary = H.evaluate_canary(parsed) if status == 200 else {
             "ok": False, "msg": "canary returned HTTP %s: %s%s" % (
@@ -619,8 +619,7 @@ def auth_hint(status, api_key):
 
 def check_auth_enforced(base, model, timeout):
     """One canary without the Authorization header: a head that enforces the key answers 401."""
-    status, _parsed, text = post_json(base + "/v1/completions",
-                                      {"model": model, "prompt": "1", "max_tokens": 1, "temperature": 0}, timeout)
+    status, _parsed, text = post_json(base + "/v1/completions", H.canary_request(model), timeout)
     if status == 401:
         return {"ok": True, "status_without_key": status, "msg": "a request without the key was refused (401)"}
     return {"ok": False, "status_without_key": status,

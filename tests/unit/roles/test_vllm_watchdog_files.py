@@ -141,7 +141,7 @@ def test_the_role_ships_every_module_util_the_programs_import():
     todo = set()
     for prog in ("dgxspark-vllm-watchdog", "dgxspark-vllm-agent"):
         todo |= _module_utils_imports(os.path.join(FILES, prog))
-    assert todo == {"verdict", "docker_rank", "diagnose"}
+    assert todo == {"verdict", "health", "docker_rank", "diagnose"}
     closure = set()
     while todo:
         name = todo.pop()
@@ -149,3 +149,49 @@ def test_the_role_ships_every_module_util_the_programs_import():
             closure.add(name)
             todo |= _module_utils_imports(os.path.join(ROOT, "plugins", "module_utils", name + ".py"))
     assert closure == shipped
+
+
+def _observe_with(monkeypatch, tmp_path, worker_outcome):
+    """One observe() of the real Watchdog class: the head's agent answers 'running', the worker's call ends
+    as worker_outcome ('timeout' or an SSH return code); /health and /metrics answer as a serving head."""
+    import subprocess
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
+    cfg = dict(GOOD, state_dir=str(tmp_path))
+    running = json.dumps({"ok": True, "container": {"running": True, "exit_code": 0}})
+
+    def fake_run(argv, **kw):
+        if argv[0] != "ssh":
+            return subprocess.CompletedProcess(argv, 0, running.encode(), b"")
+        if worker_outcome == "timeout":
+            raise subprocess.TimeoutExpired(argv, kw.get("timeout"))
+        return subprocess.CompletedProcess(argv, worker_outcome, b"", b"ssh: connect to host: No route to host")
+    monkeypatch.setattr(WD.subprocess, "run", fake_run)
+    wd = WD.Watchdog(cfg, verdict, health)
+    monkeypatch.setattr(wd, "http", lambda path, body=None, timeout=10: (200, "" if path == "/metrics" else "{}"))
+    v, statuses = wd.observe()
+    return v, statuses["w"]
+
+
+def test_a_slow_status_is_not_a_dead_rank(monkeypatch, tmp_path):
+    v, st = _observe_with(monkeypatch, tmp_path, "timeout")
+    assert st["slow"] is True and not st.get("unreachable")
+    assert (v["verdict"], v["action"]) == ("unknown", "none")
+    assert v["cause"] == "agent error: w: status timed out after 60 s"
+
+
+def test_an_unreachable_worker_is_a_dead_rank(monkeypatch, tmp_path):
+    v, st = _observe_with(monkeypatch, tmp_path, 255)
+    assert st["unreachable"] is True
+    assert (v["verdict"], v["action"]) == ("rank_dead", "restart_group")
+    assert v["cause"].startswith("rank 1 on w does not answer (node unreachable)")
+
+
+def test_the_canary_is_the_shared_request_of_several_tokens(monkeypatch, tmp_path):
+    """The watchdog's canary body is health.canary_request (vllm_health sends the same): never a one-token prompt."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path), model="tiny-glm"), verdict, health)
+    sent = []
+    monkeypatch.setattr(wd, "http", lambda path, body=None, timeout=10: sent.append((path, body)) or (200, "{}"))
+    assert wd.canary() == {"ok": True, "status": 200, "msg": "canary answered"}
+    assert sent == [("/v1/completions", {"model": "tiny-glm", "prompt": "Reply with one word: ready",
+                                         "max_tokens": 1, "temperature": 0})]

@@ -163,7 +163,8 @@ def test_smoke_f14_retry_then_pass(api):
     assert state.seen[1]["body"]["max_tokens"] == 800
     assert state.seen[1]["body"]["chat_template_kwargs"] == {"reasoning_effort": "low"}
     assert state.seen[2] == {"method": "POST", "path": "/v1/completions",
-                             "body": {"model": "glm-5.3-flash", "prompt": "1", "max_tokens": 1, "temperature": 0}}
+                             "body": {"model": "glm-5.3-flash", "prompt": "Reply with one word: ready",
+                                      "max_tokens": 1, "temperature": 0}}
     assert "raise health.smoke_max_tokens" in res["smoke"]["warnings"][0]
 
 
