@@ -348,7 +348,8 @@ def fleet(tmp_path_factory):
     if not _serving(f):
         up = start_playbook("playbooks/sim_up.yml", tmp_path_factory.mktemp("sim_up"))
         assert up.rc == 0, up.output[-4000:]
-        site = start_playbook("site.yml", tmp_path_factory.mktemp("site_deploy"), cmdline=SKIP_BENCH)
+        site = start_playbook("site.yml", tmp_path_factory.mktemp("site_deploy"), cmdline=SKIP_BENCH,
+                              extravars={"vllm_ranks_reset_deaths": True})  # deaths a previous run caused on purpose
         assert site.rc == 0, site.output[-4000:]
     assert f.serving(), "the fleet of %s does not serve after deploying it" % INVENTORY
     return f
