@@ -144,6 +144,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     parse_nvidia_smi_csv,
     parse_nvidia_smi_table,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.space import probe_path
 
 NVSMI_FIELDS = ["name", "memory.total", "driver_version"]
 SYSCTLS = ["vm.swappiness", "vm.min_free_kbytes", "vm.watermark_boost_factor"]
@@ -182,18 +183,10 @@ def read_sysctls(root):
 
 
 def probe_disk(path):
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    st = os.statvfs(probe)
-    return {
-        "probe": probe,
-        "device": os.stat(probe).st_dev,
-        "free_gib": round(st.f_bavail * st.f_frsize / float(BYTES_PER_GIB), 2),
-    }
+    """Free space at path (its nearest existing parent): space.probe_path, in GiB."""
+    got = probe_path(path)
+    return {"probe": got["probe"], "device": got["device"],
+            "free_gib": round(got["free_bytes"] / float(BYTES_PER_GIB), 2)}
 
 
 def user_groups(user):
