@@ -290,11 +290,15 @@ def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(wat
     time.sleep(2)
     t_stop = time.time()
     _stop_engine(fleet, fleet.worker, "STOP")
-    # Same frozen counters at normal power: long prefill, no action, for two windows.
-    time.sleep(25)
+    # Same frozen counters at normal power: long prefill, no action, for two windows. A cycle lasts up to the
+    # canary's timeout (30 s) while the engine is frozen, so the verdict is waited for, then two more windows.
+    def long_prefill():
+        t, m = first_line(journal(fleet, t_stop), "verdict=long_prefill")
+        return (t, m) if t else None
+    t_lp, lp = wait_for(long_prefill, 150, 3, "a long_prefill verdict")
+    assert "action=none" in lp, lp
+    time.sleep(20)
     lines = journal(fleet, t_stop)
-    t_lp, lp = first_line(lines, "verdict=long_prefill")
-    assert lp and "action=none" in lp, lines
     assert not [m for _t, m in lines if "action=restart_group" in m or "verdict=wedged" in m], lines
     now = fleet.ranks()
     assert [(now[n]["id"], now[n]["started_at"]) for n in fleet.nodes] == \
