@@ -292,6 +292,7 @@ def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(wat
     _stop_engine(fleet, fleet.worker, "STOP")
     # Same frozen counters at normal power: long prefill, no action, for two windows. A cycle lasts up to the
     # canary's timeout (30 s) while the engine is frozen, so the verdict is waited for, then two more windows.
+
     def long_prefill():
         t, m = first_line(journal(fleet, t_stop), "verdict=long_prefill")
         return (t, m) if t else None
