@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 
 import ansible_runner
@@ -103,6 +104,45 @@ def rank_config(node, container):
     config = json.loads(out)
     env = dict(item.split("=", 1) for item in config["Env"])
     return env, config["Cmd"] or []
+
+
+def watchdog_seen(head, timeout=240):
+    """The default-on watchdog as its head shows it, once a cycle has written a verdict (or after `timeout` s):
+    service state, enabled at boot, its config and its state file. Read over `docker exec` on the head."""
+    deadline = time.time() + timeout
+    while True:
+        proc = subprocess.run(["docker", "exec", head, "sh", "-c",
+                               "systemctl is-active dgxspark-vllm-watchdog; systemctl is-enabled dgxspark-vllm-watchdog;"
+                               " cat /etc/dgxspark-vllm-watchdog/watchdog.json;"
+                               " echo '%%'; cat /var/lib/dgxspark-vllm-watchdog/state.json"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        head_lines, _sep, rest = proc.stdout.partition("\n%%\n")
+        active, enabled, config = (head_lines.split("\n", 2) + ["", "", ""])[:3]
+        state = json.loads(rest) if rest.strip() else {}
+        if (state.get("verdict") or {}).get("canary") or time.time() > deadline:
+            return {"active": active, "enabled": enabled, "config": json.loads(config) if config.strip() else {},
+                    "state": state}
+        time.sleep(5)
+
+
+def assert_watchdog_watching(inventory, lane):
+    """site.yml left the default-on watchdog running on the head of `inventory`, configured for every rank of
+    the inventory, and its first cycle found the group serving (canary answered, no action, no strike)."""
+    head, workers = inventory_groups(inventory)
+    (head_name, head_vars), = head.items()
+    seen = watchdog_seen(head_name)
+    assert (seen["active"], seen["enabled"]) == ("active", "enabled"), seen
+    nodes = dict(head, **workers)
+    assert [(n["host"], n["rank"], n["address"]) for n in seen["config"]["nodes"]] == \
+        sorted(((h, int(v["vllm_rank"]), v["ansible_host"]) for h, v in nodes.items()), key=lambda t: t[1])
+    assert seen["config"]["api_url"] == "http://%s:%s" % (head_vars["ansible_host"], lane["serve"]["api_port"])
+    state, verdict = seen["state"], seen["state"].get("verdict") or {}
+    assert state.get("mode") == "watching" and state.get("strikes") == 0, state
+    # the first window has no /metrics pair yet: unknown until then, never an agent error or a restart
+    assert verdict.get("verdict") in ("unknown", "idle", "progressing"), verdict
+    assert verdict.get("action") == "none" and not verdict.get("cause", "").startswith("agent error"), verdict
+    assert (verdict.get("canary") or {}).get("ok") is True, verdict
+    return seen
 
 
 def http_json(url, payload=None, timeout=120):

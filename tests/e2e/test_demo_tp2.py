@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_docker, node_ipv4, rank_config,
-                      run_playbook, runner_output, started_at, total)
+from conftest import (ROOT, assert_watchdog_watching, deploy_fleet, http_json, inventory_groups, node_docker, node_ipv4,
+                      rank_config, run_playbook, runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"
 pytestmark = pytest.mark.e2e
@@ -60,6 +60,11 @@ def test_health_and_chat(deployed):
     content = body["choices"][0]["message"]["content"]
     assert isinstance(content, str) and content.strip(), body
     assert body["usage"]["completion_tokens"] > 0
+
+
+def test_watchdog_on_by_default_watches_the_group(deployed):
+    """Issue 16: site.yml installs the watchdog by default; its first cycle sees both ranks and a serving head."""
+    assert_watchdog_watching(INVENTORY, _lane())
 
 
 def test_second_run_changes_nothing(deployed, tmp_path):

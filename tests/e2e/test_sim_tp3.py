@@ -14,8 +14,8 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import (ROOT, deploy_fleet, http_json, inventory_groups, node_ipv4, rank_config, run_playbook,
-                      runner_output, started_at, total)
+from conftest import (ROOT, assert_watchdog_watching, deploy_fleet, http_json, inventory_groups, node_ipv4,
+                      rank_config, run_playbook, runner_output, started_at, total)
 
 INVENTORY = "inventories/sim_tp3/hosts.yml"
 pytestmark = pytest.mark.e2e
@@ -99,6 +99,12 @@ def test_three_ranks_answer(deployed):
     assert status == 200
     assert body["choices"][0]["message"]["content"].strip(), body
     assert body["usage"]["completion_tokens"] > 0
+
+
+def test_watchdog_on_by_default_watches_three_ranks(deployed):
+    """Issue 16 at TP3: the default-on watchdog's config holds the three ranks; its first cycle reached both
+    workers' agents and the head's canary."""
+    assert_watchdog_watching(INVENTORY, _lane())
 
 
 def test_parser_flags_and_tool_requests_on_the_real_engine(deployed):

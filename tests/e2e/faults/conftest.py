@@ -352,6 +352,11 @@ def fleet(tmp_path_factory):
                               extravars={"vllm_ranks_reset_deaths": True})  # deaths a previous run caused on purpose
         assert site.rc == 0, site.output[-4000:]
     assert f.serving(), "the fleet of %s does not serve after deploying it" % INVENTORY
+    # The watchdog is on by default and `make e2e` leaves it running on this fleet: it would repair the
+    # scenarios' faults behind their backs. Stopped here, once; every run below passes it off (start_playbook).
+    stop = start_playbook("playbooks/watchdog.yml", tmp_path_factory.mktemp("watchdog_stop"),
+                          extravars={"vllm_watchdog_action": "stop"})
+    assert stop.rc == 0, stop.output[-4000:]
     return f
 
 

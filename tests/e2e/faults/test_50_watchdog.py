@@ -28,10 +28,12 @@ import pytest
 
 from conftest import ensure_serving, http_json, node_docker, node_sh, record, start_playbook
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(os.environ.get("DGXSPARK_WATCHDOG_E2E") != "1",
-                                 reason="opt-in: DGXSPARK_WATCHDOG_E2E=1 (make test-watchdog); ~21 min, over the CI "
-                                        "budget")]
+pytestmark = [pytest.mark.e2e]
+
+# `make test` (CI) runs the undecorated scenarios; `opt_in` ones need DGXSPARK_WATCHDOG_E2E=1 (`make test-watchdog`
+# runs all seven): together they take about 21 minutes, which CI's 60-minute budget does not hold beside the rest.
+opt_in = pytest.mark.skipif(os.environ.get("DGXSPARK_WATCHDOG_E2E") != "1",
+                            reason="opt-in: DGXSPARK_WATCHDOG_E2E=1 (make test-watchdog runs all seven scenarios)")
 
 STATE_DIR = "/var/lib/dgxspark-vllm-watchdog"
 SERVICE = "dgxspark-vllm-watchdog"
@@ -192,6 +194,7 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
                    logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
 
 
+@opt_in
 def test_kill_head_container_group_restarted_worker_first(watched):
     fleet = watched
     rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
@@ -209,6 +212,7 @@ def test_sigkill_worker_rank_whole_group_restarted(watched):
     assert stop and stop.endswith("catalogue: rank_killed"), lines
 
 
+@opt_in
 def test_persistent_fault_three_strikes_then_give_up(watched, tmp_path):
     fleet = watched
     # A fault that persists: the worker's rank spec carries a flag vLLM refuses, so every start of that rank
@@ -280,6 +284,7 @@ def _in_flight(fleet, n=4):
     return threads
 
 
+@opt_in
 def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(watched):
     fleet = watched
     for node in fleet.nodes:
@@ -347,6 +352,7 @@ def test_node_reboot_group_comes_back_in_order(watched):
             serving_again_s=round(t_end - t0, 1), logs_kept=saved, strikes=st["strikes"])
 
 
+@opt_in
 def test_api_key_lane_canary_authenticates_and_a_healthy_group_is_left_alone(watched, tmp_path):
     """A lane with an API key: site.yml (held watchdog) restarts the group with the key; the watchdog's canary
     reads the head's key file and answers, a request without the key is refused, and nothing is restarted."""
