@@ -320,6 +320,46 @@ def boot_findings(boot, host, rdma_expected=False):
     return {"failures": failures, "warnings": warnings}
 
 
+def rdma_devices_findings(inspect_obj, host, rdma_expected=False):
+    """Does the running rank really hold the RDMA devices the lane passes? (field case G04, catalogue
+    nccl_no_net_plugin). inspect_obj: one object of `docker inspect --type container` (the raw JSON).
+
+    With rdma_expected (the lane's container.devices names /dev/infiniband): HostConfig.Devices must map a
+    host path /dev/infiniband or /dev/infiniband/* (uverbs, rdma_cm) unless the container is privileged; without
+    it the rank reaches NCCL with no verbs device, so NCCL finds no NET plugin or runs on sockets. memlock not
+    unlimited or no IPC_LOCK capability only warns (verbs memory registration may fail under load).
+    Without rdma_expected (the simulated lanes: no RDMA) nothing is checked; devices are still returned.
+    Returns {"devices": [host path], "checked": bool, "failures": [str], "warnings": [str]}.
+    """
+    hc = (inspect_obj or {}).get("HostConfig") or {}
+    devices = [d.get("PathOnHost") or "" for d in hc.get("Devices") or []]
+    out = {"devices": devices, "checked": bool(rdma_expected), "failures": [], "warnings": []}
+    if not rdma_expected:
+        return out
+    name = ((inspect_obj or {}).get("Name") or "").lstrip("/") or "the rank container"
+    privileged = bool(hc.get("Privileged"))
+    ib = [d for d in devices if d == "/dev/infiniband" or d.startswith("/dev/infiniband/")]
+    if not ib and not privileged:
+        out["failures"].append(
+            "%s: container %s runs without /dev/infiniband (docker inspect HostConfig.Devices: %s) although the lane "
+            "passes it; NCCL then finds no NET plugin or falls back to sockets. Fix: check that /dev/infiniband "
+            "exists on %s (ls /sys/class/infiniband) and that the rank starts with --device /dev/infiniband "
+            "(the lane's container.devices), then restart the group (catalogue nccl_no_net_plugin)"
+            % (host, name, json.dumps(devices), host))
+    memlock = [u for u in hc.get("Ulimits") or [] if u.get("Name") == "memlock"]
+    if not privileged and not any(u.get("Soft") == -1 and u.get("Hard") == -1 for u in memlock):
+        out["warnings"].append(
+            "%s: container %s has memlock %s, not unlimited: RDMA memory registration can fail under load. Fix: "
+            "run the rank with --ulimit memlock=-1 (catalogue nccl_no_net_plugin)"
+            % (host, name, "%s/%s" % (memlock[0].get("Soft"), memlock[0].get("Hard")) if memlock else "default"))
+    caps = [c.upper().replace("CAP_", "") for c in hc.get("CapAdd") or []]
+    if not privileged and "IPC_LOCK" not in caps and "ALL" not in caps:
+        out["warnings"].append(
+            "%s: container %s lacks the IPC_LOCK capability (CapAdd %s): RDMA memory registration can fail. Fix: "
+            "run the rank with --cap-add IPC_LOCK (catalogue nccl_no_net_plugin)" % (host, name, json.dumps(hc.get("CapAdd"))))
+    return out
+
+
 def nccl_version_agreement(ranks, expected=None):
     """Every rank must run one NCCL (catalogue nccl_version_skew), read from its boot log.
 

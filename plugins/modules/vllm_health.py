@@ -88,6 +88,9 @@ options:
       - I(mode=wait) with C(boot) the lane passes C(/dev/infiniband) to the ranks, so NCCL must run on its IB
         transport; a C(NET/Socket) line or C(Failed to initialize any NET plugin) in the rank log is a
         failure in C(boot_findings) (catalogue nccl_no_net_plugin, nccl_socket_fallback).
+      - The module then also reads C(docker inspect) of the rank - C(HostConfig.Devices) must map
+        C(/dev/infiniband) (field case G04; a failure in C(boot_findings), returned as C(rdma_devices)); memlock
+        not unlimited or no C(IPC_LOCK) warn. The simulated lanes pass no C(/dev/infiniband), so this is off there.
     type: bool
     default: false
   node:
@@ -292,6 +295,11 @@ boot_findings:
   type: dict
   sample: {failures: ["node-b: negative CUDA-graph memory estimate (-10.33 GiB); KV over-allocated by ~10.6 GiB ..."],
            warnings: []}
+rdma_devices:
+  description: With O(rdma_expected), the rank's C(HostConfig.Devices) host paths and the G04 findings.
+  returned: when C(boot) is and O(rdma_expected)
+  type: dict
+  sample: {devices: ["/dev/infiniband"], checked: true, failures: [], warnings: []}
 failure:
   description: Reason class, signature, the matched line, a fix hint and its source, for a rank that stopped.
   returned: failed in mode wait
@@ -431,7 +439,21 @@ def run_wait(module):
     if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))
         result["boot"] = boot
-        result["boot_findings"] = H.boot_findings(boot, p["node"] or "rank %s" % p["rank"], p["rdma_expected"])
+        host = p["node"] or "rank %s" % p["rank"]
+        findings = H.boot_findings(boot, host, p["rdma_expected"])
+        if p["rdma_expected"]:
+            # G04: the NET line proves the transport only at NCCL_DEBUG=INFO; docker inspect proves the devices
+            try:
+                raw = _cli(module).inspect_container_raw(name)
+            except DockerError as e:
+                raw = None
+                findings["warnings"].append("%s: docker inspect %s failed, /dev/infiniband of the rank not proven: %s"
+                                            % (host, name, e))
+            devices = H.rdma_devices_findings(raw, host, True)
+            result["rdma_devices"] = devices
+            findings["failures"] += devices["failures"]
+            findings["warnings"] += devices["warnings"]
+        result["boot_findings"] = findings
     module.exit_json(**result)
 
 
