@@ -741,6 +741,65 @@ def assemble_stream(text):
     return {"choices": [{"index": 0, "message": msg, "finish_reason": finish}]}, deltas
 
 
+# The tool-call acceptance both the health gate (module vllm_health) and the bench (vllm_bench.py) send (catalogue
+# tool_parser_zero_arg, tool_call_mangled; field cases G11, G12): a zero-argument tool and one with a required argument.
+TOOL_SMOKE_CASES = (
+    ("get_time", {}, "What time is it?", {"type": "object", "properties": {}}),
+    ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",
+     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+)
+
+
+def tool_answer_verdict(answer, name, args, streamed, judge="call", tool_call_parser=None, redact=None):
+    """One answer (status, parsed JSON, raw text) to a tool request: well-formed always; with judge 'call' also the
+    expected call and arguments. redact(text) hides secrets in an HTTP error body."""
+    status, parsed, text = answer
+    if status != 200:
+        body = (text or "")[:300]
+        return {"ok": False, "http_status": status, "msg": "HTTP %s: %s" % (status, redact(body) if redact else body)}
+    deltas = None
+    if streamed:
+        try:
+            parsed, deltas = assemble_stream(text)
+        except ValueError as e:
+            return {"ok": False, "http_status": status, "msg": "streamed: %s" % e}
+    v = evaluate_tool_message(parsed, [name], streamed, deltas, tool_call_parser)
+    if v["ok"] and judge == "call":
+        v = evaluate_tool_call(parsed, name, args, tool_call_parser)
+        if not v["ok"] and streamed:
+            v["msg"] = "streamed: " + v["msg"]
+    v["http_status"] = status
+    return v
+
+
+def tool_smoke(post, make_body, concurrency, judge="call", tool_call_parser=None, redact=None, pool=None):
+    """Each TOOL_SMOKE_CASES tool sent `concurrency` times at once, non-streamed then streamed (the deployed
+    concurrency: the parser drops arguments only under load, catalogue tool_call_mangled).
+
+    post(body) -> (status, parsed JSON or None, raw text); make_body(question, tools_spec, streamed) -> the request
+    body; pool(n) -> an executor with map() (default a ThreadPoolExecutor of n workers).
+    Returns {rows: [{tool, streamed, concurrency, failed, ok, judge, http_status, msg}], failures: [str]}."""
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor as pool  # noqa: N813 pylint: disable=import-outside-toplevel
+    n = max(1, int(concurrency))
+    rows, failures = [], []
+    for name, args, question, schema in TOOL_SMOKE_CASES:
+        spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
+        for streamed in (False, True):
+            body = make_body(question, spec, streamed)
+            with pool(n) as ex:
+                answers = list(ex.map(lambda _i: post(body), range(n)))
+            verdicts = [tool_answer_verdict(a, name, args, streamed, judge, tool_call_parser, redact) for a in answers]
+            bad = [v for v in verdicts if not v["ok"]]
+            how = "%s, %d concurrent" % ("streamed" if streamed else "non-streamed", n)
+            rows.append({"tool": name, "streamed": streamed, "concurrency": n, "failed": len(bad), "ok": not bad,
+                         "judge": judge, "http_status": sorted(set(v["http_status"] for v in verdicts), key=str),
+                         "msg": bad[0]["msg"] if bad else verdicts[0]["msg"]})
+            if bad:
+                failures.append("tool %s (%s): %d of %d failed; first: %s" % (name, how, len(bad), n, bad[0]["msg"]))
+    return {"rows": rows, "failures": failures}
+
+
 def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, tool_call_parser=None):
     """Is the answer to a tool request a well-formed assistant message (catalogue tool_call_mangled)? Judges what random weights allow.
 
