@@ -9,8 +9,10 @@ more than 64 KiB, and that error tuple is read as the known perftest limitation,
 Each rail's average bandwidth is judged against a floor relative to its link speed, and a slow rail is
 named (host, HCA, netdev, figures).
 
-No caller yet: the probe needs two GB10 nodes with RoCE (hardware-only, untested here); the parsers and the
-verdict are tested on reconstructed captures (tests/fixtures/rdma/bandwidth). Standard library only.
+Caller: roles/rdma_fabric tasks/bandwidth.yml (opt-in rdma_fabric_bandwidth_probe, before the ranks load), through
+the filters of plugins/filter/rdma_bandwidth.py. Running the probe needs two GB10 nodes with RoCE and perftest
+(hardware-only, untested here); the plan, the parsers and the verdict are tested on the seed fleets' facts and on
+reconstructed captures (tests/fixtures/rdma/bandwidth). Standard library only.
 Units: Gb/s (10^9 bits per second) throughout; link speeds as the kernel and NCCL report them, in Mb/s.
 """
 
@@ -31,8 +33,9 @@ class BandwidthError(ValueError):
     """A request the probe refuses (e.g. a message size above 64 KiB on GB10)."""
 
 
-def perftest_argv(hca, peer=None, size=PERFTEST_MAX_BYTES, qps=4, gid_index=None, tool="ib_write_bw"):
-    """argv of one rail's probe (server side without ``peer``). Refuses sizes above 64 KiB and ``-a`` (catalogue perftest_64k)."""
+def perftest_argv(hca, peer=None, size=PERFTEST_MAX_BYTES, qps=4, gid_index=None, tool="ib_write_bw", port=None):
+    """argv of one rail's probe (server side without ``peer``). Refuses sizes above 64 KiB and ``-a`` (catalogue perftest_64k).
+    ``port``: perftest's out-of-band TCP port (-p), one per rail so that probes never meet the wrong server."""
     size = int(size)
     if size <= 0 or size > PERFTEST_MAX_BYTES:
         raise BandwidthError("message size %d bytes: on GB10 %s fails above %d bytes (catalogue perftest_64k); "
@@ -40,7 +43,39 @@ def perftest_argv(hca, peer=None, size=PERFTEST_MAX_BYTES, qps=4, gid_index=None
     argv = [tool, "-d", str(hca), "-s", str(size), "-q", str(int(qps)), "--report_gbits", "-F"]
     if gid_index is not None:
         argv += ["-x", str(int(gid_index))]
+    if port is not None:
+        argv += ["-p", str(int(port))]
     return argv + ([str(peer)] if peer else [])
+
+
+def probe_plan(facts_by_host, head, size=PERFTEST_MAX_BYTES, qps=4, port_base=18515, link_mbps=200000,
+               tool="ib_write_bw"):
+    """One probe per rail: every Up rail with an IPv4 of every node other than the head, against the head's rail in
+    the same subnet (the head runs the server side). facts_by_host: {host: rdma_facts} (module rdma_facts).
+    link_mbps: the rated link speed the floor is relative to (GB10 HCAs report 200000 Mb/s).
+    Returns {pairs: [{host, hca, netdev, peer_host, peer_hca, peer, speed_mbps, port, server_argv, client_argv}],
+    skipped: [message]} - a rail with no head rail in its subnet is skipped, named, never probed elsewhere."""
+    head_rails = [r for r in (facts_by_host.get(head) or {}).get("hcas") or []
+                  if r.get("state") == "Up" and r.get("ipv4") and r.get("cidr")]
+    pairs, skipped = [], []
+    for host in sorted(h for h in facts_by_host if h != head):
+        for rail in (facts_by_host[host] or {}).get("hcas") or []:
+            if rail.get("state") != "Up" or not rail.get("ipv4"):
+                continue
+            peer = [r for r in head_rails if r["cidr"] == rail.get("cidr")]
+            if not peer:
+                skipped.append("%s %s (%s): no rail of the head %s in %s, not probed" % (
+                    host, rail["hca"], rail.get("netdev"), head, rail.get("cidr")))
+                continue
+            port = port_base + len(pairs)
+            pairs.append({
+                "host": host, "hca": rail["hca"], "netdev": rail.get("netdev"), "peer_host": head,
+                "peer_hca": peer[0]["hca"], "peer": peer[0]["ipv4"], "speed_mbps": int(link_mbps), "port": port,
+                "server_argv": perftest_argv(peer[0]["hca"], None, size, qps, peer[0].get("roce_v2_gid_index"), tool,
+                                             port),
+                "client_argv": perftest_argv(rail["hca"], peer[0]["ipv4"], size, qps, rail.get("roce_v2_gid_index"),
+                                             tool, port)})
+    return {"pairs": pairs, "skipped": skipped}
 
 
 def _float(text):

@@ -320,6 +320,46 @@ def boot_findings(boot, host, rdma_expected=False):
     return {"failures": failures, "warnings": warnings}
 
 
+def rdma_devices_findings(inspect_obj, host, rdma_expected=False):
+    """Does the running rank really hold the RDMA devices the lane passes? (catalogue nccl_no_net_plugin)
+    inspect_obj: one object of `docker inspect --type container` (the raw JSON).
+
+    With rdma_expected (the lane's container.devices names /dev/infiniband): HostConfig.Devices must map a
+    host path /dev/infiniband or /dev/infiniband/* (uverbs, rdma_cm) unless the container is privileged; without
+    it the rank reaches NCCL with no verbs device, so NCCL finds no NET plugin or runs on sockets. memlock not
+    unlimited or no IPC_LOCK capability only warns (verbs memory registration may fail under load).
+    Without rdma_expected (the simulated lanes: no RDMA) nothing is checked; devices are still returned.
+    Returns {"devices": [host path], "checked": bool, "failures": [str], "warnings": [str]}.
+    """
+    hc = (inspect_obj or {}).get("HostConfig") or {}
+    devices = [d.get("PathOnHost") or "" for d in hc.get("Devices") or []]
+    out = {"devices": devices, "checked": bool(rdma_expected), "failures": [], "warnings": []}
+    if not rdma_expected:
+        return out
+    name = ((inspect_obj or {}).get("Name") or "").lstrip("/") or "the rank container"
+    privileged = bool(hc.get("Privileged"))
+    ib = [d for d in devices if d == "/dev/infiniband" or d.startswith("/dev/infiniband/")]
+    if not ib and not privileged:
+        out["failures"].append(
+            "%s: container %s runs without /dev/infiniband (docker inspect HostConfig.Devices: %s) although the lane "
+            "passes it; NCCL then finds no NET plugin or falls back to sockets. Fix: check that /dev/infiniband "
+            "exists on %s (ls /sys/class/infiniband) and that the rank starts with --device /dev/infiniband "
+            "(the lane's container.devices), then restart the group (catalogue nccl_no_net_plugin)"
+            % (host, name, json.dumps(devices), host))
+    memlock = [u for u in hc.get("Ulimits") or [] if u.get("Name") == "memlock"]
+    if not privileged and not any(u.get("Soft") == -1 and u.get("Hard") == -1 for u in memlock):
+        out["warnings"].append(
+            "%s: container %s has memlock %s, not unlimited: RDMA memory registration can fail under load. Fix: "
+            "run the rank with --ulimit memlock=-1 (catalogue nccl_no_net_plugin)"
+            % (host, name, "%s/%s" % (memlock[0].get("Soft"), memlock[0].get("Hard")) if memlock else "default"))
+    caps = [c.upper().replace("CAP_", "") for c in hc.get("CapAdd") or []]
+    if not privileged and "IPC_LOCK" not in caps and "ALL" not in caps:
+        out["warnings"].append(
+            "%s: container %s lacks the IPC_LOCK capability (CapAdd %s): RDMA memory registration can fail. Fix: "
+            "run the rank with --cap-add IPC_LOCK (catalogue nccl_no_net_plugin)" % (host, name, json.dumps(hc.get("CapAdd"))))
+    return out
+
+
 def nccl_version_agreement(ranks, expected=None):
     """Every rank must run one NCCL (catalogue nccl_version_skew), read from its boot log.
 
@@ -699,6 +739,65 @@ def assemble_stream(text):
            "reasoning": "".join(reasoning) if reasoning else None,
            "tool_calls": [calls[i] for i in sorted(calls)]}
     return {"choices": [{"index": 0, "message": msg, "finish_reason": finish}]}, deltas
+
+
+# The tool-call acceptance both the health gate (module vllm_health) and the bench (vllm_bench.py) send (catalogue
+# tool_parser_zero_arg, tool_call_mangled): a zero-argument tool and one with a required argument.
+TOOL_SMOKE_CASES = (
+    ("get_time", {}, "What time is it?", {"type": "object", "properties": {}}),
+    ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",
+     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+)
+
+
+def tool_answer_verdict(answer, name, args, streamed, judge="call", tool_call_parser=None, redact=None):
+    """One answer (status, parsed JSON, raw text) to a tool request: well-formed always; with judge 'call' also the
+    expected call and arguments. redact(text) hides secrets in an HTTP error body."""
+    status, parsed, text = answer
+    if status != 200:
+        body = (text or "")[:300]
+        return {"ok": False, "http_status": status, "msg": "HTTP %s: %s" % (status, redact(body) if redact else body)}
+    deltas = None
+    if streamed:
+        try:
+            parsed, deltas = assemble_stream(text)
+        except ValueError as e:
+            return {"ok": False, "http_status": status, "msg": "streamed: %s" % e}
+    v = evaluate_tool_message(parsed, [name], streamed, deltas, tool_call_parser)
+    if v["ok"] and judge == "call":
+        v = evaluate_tool_call(parsed, name, args, tool_call_parser)
+        if not v["ok"] and streamed:
+            v["msg"] = "streamed: " + v["msg"]
+    v["http_status"] = status
+    return v
+
+
+def tool_smoke(post, make_body, concurrency, judge="call", tool_call_parser=None, redact=None, pool=None):
+    """Each TOOL_SMOKE_CASES tool sent `concurrency` times at once, non-streamed then streamed (the deployed
+    concurrency: the parser drops arguments only under load, catalogue tool_call_mangled).
+
+    post(body) -> (status, parsed JSON or None, raw text); make_body(question, tools_spec, streamed) -> the request
+    body; pool(n) -> an executor with map() (default a ThreadPoolExecutor of n workers).
+    Returns {rows: [{tool, streamed, concurrency, failed, ok, judge, http_status, msg}], failures: [str]}."""
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor as pool  # noqa: N813 pylint: disable=import-outside-toplevel
+    n = max(1, int(concurrency))
+    rows, failures = [], []
+    for name, args, question, schema in TOOL_SMOKE_CASES:
+        spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
+        for streamed in (False, True):
+            body = make_body(question, spec, streamed)
+            with pool(n) as ex:
+                answers = list(ex.map(lambda _i: post(body), range(n)))
+            verdicts = [tool_answer_verdict(a, name, args, streamed, judge, tool_call_parser, redact) for a in answers]
+            bad = [v for v in verdicts if not v["ok"]]
+            how = "%s, %d concurrent" % ("streamed" if streamed else "non-streamed", n)
+            rows.append({"tool": name, "streamed": streamed, "concurrency": n, "failed": len(bad), "ok": not bad,
+                         "judge": judge, "http_status": sorted(set(v["http_status"] for v in verdicts), key=str),
+                         "msg": bad[0]["msg"] if bad else verdicts[0]["msg"]})
+            if bad:
+                failures.append("tool %s (%s): %d of %d failed; first: %s" % (name, how, len(bad), n, bad[0]["msg"]))
+    return {"rows": rows, "failures": failures}
 
 
 def evaluate_tool_message(body, offered, streamed=False, tool_call_deltas=None, tool_call_parser=None):

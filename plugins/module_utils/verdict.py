@@ -169,8 +169,8 @@ def _median(values):
     return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2.0
 
 
-# No caller yet: sampling every node's GPU through a sustained canary needs a GB10 (docs/health.md, "GPU under a
-# canary"); the doctor's classifier takes the same rule through diagnose.gpu_stuck_low_power.
+# Caller: roles/vllm_health (module gpu_samples on every node while the head runs the smoke and canary, filter
+# gpu_canary_verdict); the doctor's classifier takes the same rule through diagnose.gpu_stuck_low_power.
 def canary_power_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT,
                          slow_pct=15.0):
     """Per node, the GPU under a canary: computing, or not (a classifier input, catalogue gpu_low_power).
@@ -366,3 +366,19 @@ def record_restart(state, now, ok, max_failed):
     if not ok and max_failed and new["strikes"] >= max_failed:
         reason = "%d failed restarts in a row (limit %d): stop and diagnose" % (new["strikes"], max_failed)
     return new, reason
+
+
+# nvidia-smi's refusal of a field it does not know (a driver that renamed clocks_throttle_reasons.* to
+# clocks_event_reasons.*, or the simulated nodes' stand-in, which has no applications clock)
+_FIELD_REFUSED_RE = re.compile(r'Field "(?P<field>[^"]+)" is not a valid field to query')
+
+
+def refused_gpu_field(stderr):
+    """The field name nvidia-smi --query-gpu refused, from its error text; None for any other error."""
+    m = _FIELD_REFUSED_RE.search(stderr or "")
+    return m.group("field") if m else None
+
+
+def gpu_query_argv(nvidia_smi, fields):
+    """argv of one sample of the canary query (csv, no header, no units: parse_gpu_samples reads it)."""
+    return [nvidia_smi, "--query-gpu=%s" % ",".join(fields), "--format=csv,noheader,nounits"]

