@@ -70,6 +70,10 @@ RANGE_CASES = [
      "1280..9216 bytes (the fabric runs jumbo frames, 9000, docs/rdma.md). Set rdma_fabric_mtu: 9000 (the "
      "default)."),
     ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", "576", "rdma_fabric_mtu is 576; it must be 0"),
+    # host bits set: refused by the controller checks (rdma_fabric's arguments.yml), with the subnet it meant
+    ("fabric-cidr-host-bits", "rdma_fabric", "rdma_fabric_cidr", "10.10.0.5/24",
+     "rdma_fabric_cidr is 10.10.0.5/24; it must be the fabric's IPv4 subnet in CIDR form with the host bits zero "
+     "(for example 10.10.0.0/24, i.e. 10.10.0.0/24)."),
     # the discovery runs under --tags vllm_ranks too: its MTU check comes first
     ("fabric-mtu-under-vllm-ranks", "vllm_ranks", "rdma_fabric_mtu", "100000",
      "rdma_fabric_mtu is 100000; it must be 0"),
