@@ -141,7 +141,7 @@ def test_the_role_ships_every_module_util_the_programs_import():
     todo = set()
     for prog in ("dgxspark-vllm-watchdog", "dgxspark-vllm-agent"):
         todo |= _module_utils_imports(os.path.join(FILES, prog))
-    assert todo == {"verdict", "health", "docker_rank", "diagnose"}
+    assert todo == {"verdict", "health", "docker_rank", "diagnose", "sysctl_state"}
     closure = set()
     while todo:
         name = todo.pop()
@@ -211,3 +211,24 @@ def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     assert json.loads((tmp_path / "state.json").read_text())["strikes"] == 0
     assert "dgxspark_vllm_watchdog_strikes 0" in (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
     assert "action=reset cause=reset by a person" in capsys.readouterr().out
+
+
+def test_boot_readiness_judges_swappiness_with_node_preps_check(tmp_path):
+    """The agent's boot check is sysctl_state.sysctl_holds (node_prep's): on a node laid out from the grep capture,
+    a later vendor file and /etc/sysctl.conf that override node_prep's file are named, not just the kernel value."""
+    from tests.unit.plugins.module_utils.test_sysctl_state import OURS, _node
+    cfg = {"host": "spark-a", "rank_spec_file": str(tmp_path / "no-rank.json"),
+           "ready": {"swappiness": 0, "sysctl_file": OURS}}
+    root = _node(tmp_path / "bad", kernel="60")
+    swp = [c for c in AGENT.readiness(cfg, None, root)["checks"] if c["check"] == "swappiness"]
+    assert len(swp) == 1 and swp[0]["ok"] is False
+    assert swp[0]["msg"].startswith(
+        "spark-a: /usr/lib/sysctl.d/99-zzz-vendor-tuning.conf sets vm.swappiness = 10 after %s (vm.swappiness = 0)" % OURS)
+    assert "the kernel's vm.swappiness is 60 but node_prep wrote 0" in swp[0]["msg"]
+    held = _node(tmp_path / "good", skip=("/etc/sysctl.conf", "/usr/lib/sysctl.d/99-zzz-vendor-tuning.conf"))
+    ready = AGENT.readiness(cfg, None, held)
+    swp = [c for c in ready["checks"] if c["check"] == "swappiness"]
+    assert swp == [{"check": "swappiness", "ok": True,
+                    "msg": "spark-a: vm.swappiness is 0 in the kernel (judged), %s decides it at boot" % OURS}]
+    # the rank spec file is missing here, so the node as a whole is not ready
+    assert ready["ok"] is False
