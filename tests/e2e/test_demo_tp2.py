@@ -169,3 +169,28 @@ def test_fix_file_checked_against_the_image_and_inside_every_rank(deployed):
         assert len(mount) == 1 and mount[0]["RW"] is False and mount[0]["Source"].endswith("/" + fix["name"]), mount
         rc, out, err = node_docker(host, "exec", name, "sha256sum", fix["container_path"])
         assert rc == 0 and out.split()[0] == fix["sha256"], (out, err)
+
+
+def test_report_rows_carry_what_each_rank_verified(deployed, tmp_path):
+    """Issue 20: with the full gate, each rank's row in the health report carries the sha256 of the owner manifest's
+    checkpoint entry (read here from the head's manifest file) and the fix bytes read inside that rank."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import artifact_sha256s
+    head, workers = _hosts()
+    lane = _lane()
+    fix = lane["fix_files"][0]
+    run = run_playbook("site.yml", INVENTORY, tmp_path, extravars={"vllm_health_mode": "full"}, skip_tags="vllm_bench")
+    assert run.rc == 0, runner_output(run)
+    (head_name,) = head
+    proc = subprocess.run(["docker", "exec", head_name, "cat", "/var/lib/dgxspark-vllm/weights/manifest.json"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    want = artifact_sha256s(json.loads(proc.stdout))
+    assert set(want) == {"checkpoint"} and len(want["checkpoint"]) == 64, want  # the sim lane has no drafter
+    report = _facts(run, "Vllm_health | assemble the report")[head_name]["vllm_health_report"]
+    assert report["ok"] is True, report["failures"]
+    rows = dict((r["host"], r) for r in report["ranks"])
+    assert sorted(rows) == sorted(list(head) + list(workers))
+    for host, row in rows.items():
+        assert row["checkpoint_manifest_sha256"] == want["checkpoint"], (host, row)
+        assert row["drafter_manifest_sha256"] is None, (host, row)
+        assert row["fix_files"] == [{"name": fix["name"], "container_path": fix["container_path"],
+                                     "sha256": fix["sha256"]}], (host, row)
