@@ -29,7 +29,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import calendar
 import re
+import time
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, parse_metrics  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import gpu_stuck_low_power
@@ -94,6 +96,10 @@ def _num(text):
     # GB10 prints "[N/A]" for fields it does not report (memory.*, power.limit)
     m = re.match(r"^(-?[0-9]+(?:\.[0-9]+)?)", text)
     return float(m.group(1)) if m else None
+
+
+# What the watchdog's agent asks every cycle (gpu_query_argv(nvidia_smi, WATCH_QUERY_FIELDS)); parse_gpu_query reads it.
+WATCH_QUERY_FIELDS = ("utilization.gpu", "power.draw", "clocks.sm")
 
 
 def parse_gpu_query(text):
@@ -234,11 +240,24 @@ def _fmt_num(v):
 # --------------------------------------------------------------------------------------------
 
 
+_DOCKER_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
+
+
+def docker_time_s(stamp):
+    """Docker's State.StartedAt / FinishedAt (RFC 3339 in UTC, nanoseconds with trailing zeros trimmed) as epoch
+    seconds; None for Docker's zero time (0001-01-01T00:00:00Z, never finished) or anything else."""
+    m = _DOCKER_TIME_RE.match(stamp or "")
+    if not m or m.group(1).startswith("0001-"):
+        return None
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + float(m.group(2) or 0)
+
+
 def classify(ranks, head_health, first, second, window_s, gpus=None,
              power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
     """Verdict of a group that is expected to serve.
 
-    ranks: [{rank, host, running}] with running True/False, or None when the node did not answer.
+    ranks: [{rank, host, running, finished_s}] with running True/False, or None when the node did not answer;
+    finished_s (optional) is the container's FinishedAt as epoch seconds (docker_time_s), None when unknown.
     head_health: True when the head's /health answered 200. first/second: serving_counters() of the
     scrapes at the start and end of the window (window_s seconds apart), None when not scraped.
     gpus: {host: parse_gpu_query() sample}.
@@ -255,16 +274,23 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
 
     by_rank = sorted(ranks, key=lambda r: int(r["rank"]))
     head = [r for r in by_rank if int(r["rank"]) == 0]
-    if not head or head[0].get("running") is not True:
-        h = head[0]["host"] if head else "?"
-        what = "does not answer" if head and head[0].get("running") is None else "is not running"
-        return done("head_down", "the head's rank container on %s %s" % (h, what), [h])
     dead = [r for r in by_rank[1:] if r.get("running") is not True]
+    if not head or head[0].get("running") is not True:
+        # A killed worker takes the head's engine down within seconds: when both have stopped, the rank that
+        # stopped first is the cause (both FinishedAt known); otherwise the head is named.
+        head_end = head[0].get("finished_s") if head else None
+        dead = [r for r in dead if head_end is not None and r.get("finished_s") is not None
+                and r["finished_s"] < head_end]
+        if not dead:
+            h = head[0]["host"] if head else "?"
+            what = "does not answer" if head and head[0].get("running") is None else "is not running"
+            return done("head_down", "the head's rank container on %s %s" % (h, what), [h])
     if dead:
         causes = ["rank %s on %s %s" % (r["rank"], r["host"], "does not answer (node unreachable)"
                                         if r.get("running") is None else "is not running") for r in dead]
-        return done("rank_dead", "; ".join(causes) + " (a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)",
-                    [r["host"] for r in dead])
+        after = "; the head's rank stopped after it" if head and head[0].get("running") is not True else ""
+        return done("rank_dead", "; ".join(causes) + after +
+                    " (a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)", [r["host"] for r in dead])
     if head_health is not True:
         return done("head_down", "the head's /health does not answer 200 on %s" % head[0]["host"], [head[0]["host"]])
     if first is None or second is None:

@@ -17,8 +17,8 @@ description:
   - Runs C(nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits) (argv, no shell) O(count) times,
     O(interval_s) seconds apart, and parses each line with C(plugins/module_utils/verdict.py) C(parse_gpu_samples).
   - Role C(vllm_health) starts it on every node (async) while the head runs the smoke and the canary requests, then
-    feeds the samples of all nodes to the filter C(dgxspark.vllm.gpu_canary_verdict) (catalogue gpu_low_power,
-    catalogue gpu_low_power - a GB10 stuck at about 800 MHz and 20 W under load).
+    feeds the samples of all nodes to the filter C(dgxspark.vllm.gpu_canary_verdict) (catalogue gpu_low_power -
+    a GB10 stuck at about 800 MHz and 20 W under load).
   - A field this nvidia-smi refuses (C(Field "X" is not a valid field to query)) is dropped and the query repeated
     without it; the dropped names are returned in C(unsupported_fields). The simulated nodes' stand-in knows no
     applications clock and no throttle reasons, so there the stuck rule cannot decide and only the

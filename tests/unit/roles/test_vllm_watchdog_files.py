@@ -232,3 +232,15 @@ def test_boot_readiness_judges_swappiness_with_node_preps_check(tmp_path):
                     "msg": "spark-a: vm.swappiness is 0 in the kernel (judged), %s decides it at boot" % OURS}]
     # the rank spec file is missing here, so the node as a whole is not ready
     assert ready["ok"] is False
+
+
+def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):
+    """The agent's nvidia-smi argv is verdict.gpu_query_argv of WATCH_QUERY_FIELDS; the head parses its answer with
+    verdict.parse_gpu_query (the shape of the simulated nodes' stand-in at low power)."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
+    seen = []
+    monkeypatch.setattr(AGENT, "run", lambda argv, timeout=600: (seen.append(argv) or (0, "96, 12.40, 208\n", "")))
+    out = AGENT.gpu_sample({"nvidia_smi": "/usr/bin/nvidia-smi"})
+    assert seen == [["/usr/bin/nvidia-smi", "--query-gpu=utilization.gpu,power.draw,clocks.sm",
+                     "--format=csv,noheader,nounits"]]
+    assert V.parse_gpu_query(out) == {"utilization_pct": 96.0, "power_w": 12.4, "clocks_sm_mhz": 208.0}

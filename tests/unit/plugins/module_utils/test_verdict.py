@@ -4,6 +4,8 @@ Inputs are real captures: tests/fixtures/health/sim-cpu (the simulated fleet's /
 tests/fixtures/sim/nvidia-smi (GB10 table), tests/fixtures/watchdog (/metrics pairs and nvidia-smi
 samples captured on the fault fleet while serving, idle and with one rank SIGSTOPped).
 """
+import datetime
+import json
 import os
 
 import pytest
@@ -140,6 +142,40 @@ def test_head_down_and_rank_dead_come_before_metrics():
     assert v["verdict"] == "head_down" and "/health" in v["cause"]
 
 
+def _worker_killed_finished_at():
+    """FinishedAt of the worker SIGKILLed on the TP3 fleet (the doctor's capture, exit code 137)."""
+    with open(os.path.join(FIXTURES, "doctor", "sim", "worker_killed.json")) as f:
+        return json.load(f)["hosts"]["spark-tp3-2"]["evidence"]["container"]["finished_at"]
+
+
+def test_docker_time_on_captured_stamps():
+    stamp = _worker_killed_finished_at()
+    assert stamp == "2026-12-01T13:53:13.590232445Z"
+    want = (datetime.datetime(2026, 12, 1, 13, 53, 13, tzinfo=datetime.timezone.utc).timestamp() + 0.590232445)
+    assert abs(V.docker_time_s(stamp) - want) < 1e-6
+    # nanoseconds with trailing zeros trimmed (RFC 3339 as Docker prints it) and none at all
+    assert V.docker_time_s("2026-12-01T13:53:15.2Z") - V.docker_time_s("2026-12-01T13:53:15Z") == pytest.approx(0.2)
+    assert V.docker_time_s("0001-01-01T00:00:00Z") is None  # a running container's FinishedAt
+    assert V.docker_time_s("") is None and V.docker_time_s(None) is None
+
+
+def test_worker_that_stopped_before_the_head_is_the_cause():
+    """SIGKILL of the worker takes the head's engine down within seconds: when the watchdog's next cycle finds both
+    stopped, the rank that stopped first (FinishedAt) is named, not the head."""
+    worker_end = V.docker_time_s(_worker_killed_finished_at())
+    both = [dict(GROUP[0], running=False, finished_s=worker_end + 1.6), dict(GROUP[1], running=False,
+                                                                            finished_s=worker_end)]
+    v = V.classify(both, False, None, None, 10)
+    assert (v["verdict"], v["hosts"], v["action"]) == ("rank_dead", ["spark-flt-1"], "restart_group")
+    assert v["cause"] == ("rank 1 on spark-flt-1 is not running; the head's rank stopped after it (a tensor-parallel "
+                          "group cannot lose a rank, catalogue worker_orphaned)")
+    # the head stopped first, or a time is unknown: the head is named as before
+    both[0]["finished_s"] = worker_end - 1.0
+    assert V.classify(both, False, None, None, 10)["verdict"] == "head_down"
+    both[0]["finished_s"] = None
+    assert V.classify(both, False, None, None, 10)["hosts"] == ["spark-flt-0"]
+
+
 def test_no_metrics_pair_yet_is_unknown_no_action():
     v = V.classify(GROUP, True, None, None, 10)
     assert (v["verdict"], v["action"]) == ("unknown", "none")
@@ -191,7 +227,8 @@ def test_module_imports_only_stdlib_health_and_diagnose():
     with open(os.path.join(FIXTURES, "..", "..", "plugins", "module_utils", "verdict.py")) as f:
         src = f.read()
     imports = [ln for ln in src.splitlines() if ln.startswith(("import ", "from "))]
-    assert imports == ["from __future__ import absolute_import, division, print_function", "import re",
+    assert imports == ["from __future__ import absolute_import, division, print_function", "import calendar",
+                       "import re", "import time",
                        "from ansible_collections.dgxspark.vllm.plugins.module_utils.health import metric_sum, "
                        "parse_metrics  # noqa: F401 pylint: disable=unused-import",
                        # the catalogue gpu_low_power rule lives once, in diagnose.py (itself standard library only)
