@@ -55,17 +55,17 @@ molecule: venv host-deps sim-images
 	  echo "== molecule $$s: $$((SECONDS - t0)) s (load $$(cut -d' ' -f1 /proc/loadavg))"; done
 
 e2e: venv host-deps
-	$(ACT) pytest -p no:cacheprovider tests/e2e/test_demo_tp2.py
+	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/test_demo_tp2.py
 
 # TP3: the ring fleet end to end (sim_tp3: rendezvous on management, padded checkpoint, start and
 # teardown order), then the padding proof (padded 6q/3kv at TP3 vs unpadded at TP1, greedy ids equal).
 e2e-tp3: venv host-deps
-	$(ACT) pytest -p no:cacheprovider tests/e2e/test_sim_tp3.py tests/e2e/test_tp3_padding_equivalence.py
+	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/test_sim_tp3.py tests/e2e/test_tp3_padding_equivalence.py
 
 # Fault injection on a serving simulated fleet (tests/e2e/faults): deploys it when it does not serve.
 # DGXSPARK_FAULTS_INVENTORY picks the fleet (default inventories/sim/hosts.yml, the one `make e2e` deploys).
 test-faults: venv host-deps
-	$(ACT) pytest -p no:cacheprovider tests/e2e/faults
+	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/faults
 
 # All seven watchdog scenarios (tests/e2e/faults/test_50_watchdog.py) on DGXSPARK_FAULTS_INVENTORY; test-faults
 # (and so CI) runs three of them: the other four would take CI over its budget (docs/watchdog.md).

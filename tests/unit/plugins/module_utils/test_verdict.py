@@ -163,8 +163,8 @@ def test_worker_that_stopped_before_the_head_is_the_cause():
     """SIGKILL of the worker takes the head's engine down within seconds: when the watchdog's next cycle finds both
     stopped, the rank that stopped first (FinishedAt) is named, not the head."""
     worker_end = V.docker_time_s(_worker_killed_finished_at())
-    both = [dict(GROUP[0], running=False, finished_s=worker_end + 1.6), dict(GROUP[1], running=False,
-                                                                            finished_s=worker_end)]
+    both = [dict(GROUP[0], running=False, finished_s=worker_end + 1.6),
+            dict(GROUP[1], running=False, finished_s=worker_end)]
     v = V.classify(both, False, None, None, 10)
     assert (v["verdict"], v["hosts"], v["action"]) == ("rank_dead", ["spark-flt-1"], "restart_group")
     assert v["cause"] == ("rank 1 on spark-flt-1 is not running; the head's rank stopped after it (a tensor-parallel "
