@@ -78,6 +78,14 @@ def test_second_run_changes_nothing(deployed, tmp_path):
     assert "Vllm_health | every rank still runs; read its full log (docs/memory-plan.md)" not in ran
     assert "Vllm_bench | say why the benchmark is skipped" in ran
     assert "Vllm_bench | run the harness" not in ran
+    # Issue 18: the watchdog's files were all read in one call and matched, so its install tasks never started.
+    probe = "Vllm_watchdog | Install the agent, the workers' access and the service (missing or different files)"
+    skipped = {ev["event_data"].get("host") for ev in second.events
+               if ev.get("event") == "runner_on_skipped" and ev["event_data"].get("task") == probe}
+    head, workers = _hosts()
+    assert skipped == set(head) | set(workers), skipped
+    started = [ev["event_data"].get("task") for ev in second.events if ev.get("event") == "playbook_on_task_start"]
+    assert not [t for t in started if t.startswith("Vllm_watchdog | Install |")], started
 
 
 def test_each_rank_runs_with_its_own_fabric_values(deployed):
