@@ -13,6 +13,9 @@ persistent fault to the give-up (three strikes, the diagnosis through the catalo
 normal then low power, a reboot of the head's node container, a lane with an API key. Each records its
 seconds with the machine's load average.
 
+It runs before test_50_doctor (the file's number): test_40 leaves the group serving, so the module fixture has
+nothing to repair, and the doctor scenarios, which leave ranks dead, come last.
+
 `make test` runs three scenarios (a serving group left alone, the SIGKILLed worker rank, the reboot); the
 other four are marked `opt_in` (DGXSPARK_WATCHDOG_E2E=1, `make test-watchdog` runs all seven, about 21 minutes on
 a quiet machine). Each has passed twice in a row on the fault fleet (figures in docs/watchdog.md).
