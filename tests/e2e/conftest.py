@@ -107,7 +107,7 @@ def rank_config(node, container):
 
 
 def watchdog_seen(head, timeout=240):
-    """The default-on watchdog as its head shows it, once a cycle has written a verdict (or after `timeout` s):
+    """The default-on watchdog as its head shows it, once a watching cycle has written a verdict (or after `timeout` s):
     service state, enabled at boot, its config and its state file. Read over `docker exec` on the head."""
     deadline = time.time() + timeout
     while True:
@@ -119,7 +119,8 @@ def watchdog_seen(head, timeout=240):
         head_lines, _sep, rest = proc.stdout.partition("\n%%\n")
         active, enabled, config = (head_lines.split("\n", 2) + ["", "", ""])[:3]
         state = json.loads(rest) if rest.strip() else {}
-        if (state.get("verdict") or {}).get("canary") or time.time() > deadline:
+        # a cycle of the run's hold leaves mode paused with the verdict from before it: wait for a watching cycle
+        if (state.get("mode") == "watching" and (state.get("verdict") or {}).get("canary")) or time.time() > deadline:
             return {"active": active, "enabled": enabled, "config": json.loads(config) if config.strip() else {},
                     "state": state}
         time.sleep(5)
