@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart
+from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart, listen_argv, port_guard_errors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     RenderError,
     api_key_fingerprint,
@@ -71,6 +71,23 @@ def vllm_kv_pin_warning(log_text, pin_bytes):
     return kv_pin_warning(pin_bytes, log_text) or ""
 
 
+def vllm_rank_listen_argv(port):
+    try:
+        return listen_argv(port)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("vllm_rank_listen_argv: port %r is not a number" % (port,))
+
+
+def vllm_rank_port_guard_errors(listeners, host):
+    if not isinstance(listeners, list):
+        raise AnsibleFilterError("vllm_rank_port_guard_errors: expected a list of {key, port, stdout}, got %s"
+                                 % type(listeners).__name__)
+    try:
+        return port_guard_errors(str(host), _plain(listeners))
+    except (KeyError, TypeError, ValueError) as e:
+        raise AnsibleFilterError("vllm_rank_port_guard_errors: each item needs key, port and stdout (%s)" % e)
+
+
 # vllm_kv_pin_warning is public for lane authors (docs/lanes.md: the pin skips the activation reserve); no role calls it.
 class FilterModule(object):
     def filters(self):
@@ -80,4 +97,6 @@ class FilterModule(object):
             "vllm_rank_group_restart": vllm_rank_group_restart,
             "vllm_kv_pin_warning": vllm_kv_pin_warning,
             "vllm_api_key_fingerprint": vllm_api_key_fingerprint,
+            "vllm_rank_listen_argv": vllm_rank_listen_argv,
+            "vllm_rank_port_guard_errors": vllm_rank_port_guard_errors,
         }

@@ -84,6 +84,33 @@ def error_lines(text, limit=20):
     return lines[-limit:]
 
 
+# The head's launch guard (catalogue port_taken), used by vllm_ranks before any rank starts and by the
+# watchdog's agent before it starts the head: once every rank of the group is gone, a listener on the
+# head's API or master port is another process, and the head would exit with 'Address already in use'
+# after the workers started.
+HEAD_PORT_KEYS = ("api_port", "master_port")
+
+
+def listen_argv(port):
+    """iproute2 `ss` argv listing the TCP listeners of one port with their process; no output: the port is free."""
+    return ["ss", "-H", "-l", "-t", "-n", "-p", "sport = :%d" % int(port)]
+
+
+def port_guard_errors(host, listeners):
+    """listeners: [{key (lane serve key), port, stdout (of listen_argv)}] -> one message per taken port."""
+    out = []
+    for item in listeners:
+        held = (item.get("stdout") or "").strip()
+        if not held:
+            continue
+        key, port = item["key"], int(item["port"])
+        out.append("%s: TCP port %d (lane serve.%s) is in use although every rank of the group was removed: %s. "
+                   "The head would exit with 'Address already in use'. Fix: stop that process (ss -ltnp "
+                   "'sport = :%d' on %s) or set another port in vllm_lane_overrides.serve.%s, then re-run; no rank "
+                   "was started (catalogue port_taken)." % (host, port, key, held, port, host, key))
+    return out
+
+
 class DockerRank(object):
     def __init__(self, run, docker="docker", log_dir="/var/log/dgxspark-vllm", stamp=None,
                  clock=time.time, sleep=time.sleep):

@@ -244,3 +244,38 @@ def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):
     assert seen == [["/usr/bin/nvidia-smi", "--query-gpu=utilization.gpu,power.draw,clocks.sm",
                      "--format=csv,noheader,nounits"]]
     assert V.parse_gpu_query(out) == {"utilization_pct": 96.0, "power_w": 12.4, "clocks_sm_mhz": 208.0}
+
+
+def test_agent_ritual_on_the_head_refuses_a_taken_port_before_any_start(monkeypatch, tmp_path):
+    """The head's settle step runs vllm_ranks' launch guard (docker_rank.port_guard_errors, the same ss argv) on
+    the ports of its rank spec file: a real listener makes the step fail, so the watchdog starts no rank."""
+    import shutil
+    import socket
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_rank as D
+    if not shutil.which("ss"):
+        pytest.skip("iproute2 ss is not installed on this machine")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    spec = tmp_path / "rank.json"
+    cfg = {"host": "spark-h", "rank_spec_file": str(spec), "settle_min_available_gib": None, "settle_timeout_s": 5}
+    # the node's process table and memory are not this machine's: no engine left, memory settled
+    monkeypatch.setattr(AGENT, "engine_processes", lambda: [])
+    monkeypatch.setattr(AGENT, "mem_available_gib", lambda: 100.0)
+    real_open = open
+    monkeypatch.setattr(AGENT, "open", lambda p, *a, **k: real_open(os.devnull, *a, **k) if str(p).startswith(
+        "/proc/sys/") else real_open(p, *a, **k), raising=False)  # never drop this machine's caches
+    try:
+        spec.write_text(json.dumps({"rank": 0, "spec": {}, "head_ports": {"api_port": port, "master_port": 1}}))
+        res = AGENT.do_ritual(cfg, D)
+        assert (res["ok"], res["outcome"]) == (False, "port_taken"), res
+        assert res["msg"].startswith("spark-h: TCP port %d (lane serve.api_port) is in use" % port), res
+        assert "port 1 " not in res["msg"]
+        # a worker's spec file names no port: settled
+        spec.write_text(json.dumps({"rank": 1, "spec": {}, "head_ports": {}}))
+        assert AGENT.do_ritual(cfg, D) == {"ok": True, "mem_available_gib": 100.0, "engine_processes": []}
+    finally:
+        s.close()
+    spec.write_text(json.dumps({"rank": 0, "spec": {}, "head_ports": {"api_port": port, "master_port": 1}}))
+    assert AGENT.do_ritual(cfg, D)["ok"] is True
