@@ -5,13 +5,19 @@ fix file altered in place under the running rank (site.yml restarts the group), 
 boot (the readiness wait fails on the rank exit), a port taken on the head while the
 ranks are down (refused before any rank starts) and site.yml interrupted with SIGINT while the ranks
 start (the re-run repairs to a serving group).
+
+A rank that stops while verify_mounts reads its fix files (a stand-in container killed between the inspect and
+the exec, deterministically) is left to the health gate, never reported as a fix-file mismatch.
 """
+import os
 import time
 
 import pytest
+import yaml
 
 from conftest import (
     INVENTORY,
+    ROOT,
     SKIP_BENCH,
     assert_serving,
     failed_hosts,
@@ -137,6 +143,47 @@ def test_fix_file_altered_under_running_rank(serving, tmp_path):
            node_copy_replaced_in_s=run.since_start(replaced[0]), message=msg[:600], rc=run.rc, run_s=run.seconds,
            state_after=state_summary(ranks), nothing_lost="whole group restarted workers first; serving",
            repair="kernel_fix + vllm_ranks group restart (same run)")
+
+
+def test_rank_stopped_while_its_fix_files_are_read_is_left_to_the_health_gate(fleet, tmp_path):
+    """kernel_fix verify_mounts on a stand-in rank container of the worker that is killed right after the role
+    inspected it running (the task inserted between the inspect and the in-container sha256sum): the run passes,
+    notes that the rank stopped while it was read (docker's own 'is not running'), and refuses nothing. CI once
+    saw the real race in test_worker_killed_during_boot reported as 'sha256 unreadable, the rank must restart'."""
+    w, name = fleet.worker, "kf-race-standin"
+    rc, image, err = node_docker(w, "inspect", "--format", "{{.Config.Image}}", fleet.container)  # the lane's engine
+    assert rc == 0, err
+    node_docker(w, "rm", "-f", name)
+    rc, _out, err = node_docker(w, "run", "-d", "--name", name, "--network", "none", "--entrypoint", "sleep", image, "600")
+    assert rc == 0, err
+    with open(os.path.join(ROOT, "roles", "kernel_fix", "tasks", "verify_mounts.yml")) as f:
+        tasks = yaml.safe_load(f)
+    (block,) = [t for t in tasks if "block" in t]
+    names = [t["name"] for t in block["block"]]
+    at = names.index("Kernel_fix | Inspect the rank container") + 1
+    block["block"].insert(at, {"name": "Test | the rank stops right after the inspect",
+                               "ansible.builtin.command": {"argv": ["docker", "kill", name]}, "changed_when": False})
+    (tmp_path / "verify_mounts_race.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
+    play = [{"name": "verify_mounts on a rank that stops while it is read", "hosts": w, "gather_facts": False,
+             "become": True,
+             "vars": {"kernel_fix_container": name, "kernel_fix_files": [], "kernel_fix_dir": "/var/lib/dgxspark-vllm/fixes"},
+             "tasks": [
+                 {"name": "Test | the lane",
+                  "ansible.builtin.include_role": {"name": "dgxspark.vllm.preflight", "tasks_from": "lane.yml"}},
+                 {"name": "Test | verify_mounts with the kill inserted",
+                  "ansible.builtin.import_tasks": str(tmp_path / "verify_mounts_race.yml")}]}]
+    (tmp_path / "race.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    try:
+        run = start_playbook(str(tmp_path / "race.yml"), tmp_path / "run")
+    finally:
+        node_docker(w, "rm", "-f", name)
+    assert run.rc == 0, run.output[-4000:]
+    (note,) = [ev for ev in run.ok(task="Kernel_fix | Note a rank that stopped while it was read")]
+    msg = note["event_data"]["res"]["msg"]
+    assert msg.startswith("%s: rank container %s stopped while its fix files were read" % (w, name)), msg
+    assert "is not running" in msg and "the health gate reports why it stopped" in msg, msg
+    assert not run.ok(task="Kernel_fix | Refuse a rank whose fix files are not the pinned, read-only mounts")
+    assert not run.ok(task="Kernel_fix | Compare mounts and bytes with the lane")
 
 
 def test_worker_killed_during_boot(fleet, tmp_path):
