@@ -148,7 +148,7 @@ def start_playbook(playbook, tmp_dir, extravars=None, cmdline=(), verbosity=None
         project_dir=ROOT,
         playbook=os.path.join(ROOT, playbook),
         inventory=os.path.join(ROOT, INVENTORY),
-        # The watchdog (test_45_watchdog.py) would repair the other scenarios' faults behind their backs:
+        # The watchdog (test_50_watchdog.py) would repair the other scenarios' faults behind their backs:
         # off unless a test turns it on.
         extravars=dict({"vllm_watchdog_enabled": False}, **(extravars or {})),
         cmdline=" ".join(cmdline) or None,

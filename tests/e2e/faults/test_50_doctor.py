@@ -1,6 +1,6 @@
 """playbooks/doctor.yml on the simulated fleet (issue 17): after each fault, the right cause on the right host.
 
-CI runs this file after test_10..test_45 on the same fleet, so a scenario sets up the rank state it needs
+CI runs this file after test_10..test_40 on the same fleet, so a scenario sets up the rank state it needs
 rather than inheriting it. No fault: when the group serves every node is healthy; the API key and the HF
 token planted in a saved rank log (stamped now, so it is among the newest saved logs doctor reads however
 many restarts came before) reach neither the tarball, the summary nor the output. Node-state faults (the

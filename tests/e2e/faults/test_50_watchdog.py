@@ -13,8 +13,9 @@ persistent fault to the give-up (three strikes, the diagnosis through the catalo
 normal then low power, a reboot of the head's node container, a lane with an API key. Each records its
 seconds with the machine's load average.
 
-It runs before test_50_doctor (the file's number): test_40 leaves the group serving, so the module fixture has
-nothing to repair, and the doctor scenarios, which leave ranks dead, come last.
+It runs after test_50_doctor (file order), so its module fixture first repairs the ranks the doctor scenarios
+left dead. Run before doctor, its restarts leave the head's saved logs with the cascade of the killed worker
+(catalogue engine_dead), which doctor reads for a running rank too and reports as failed (CI, 2026-12-02).
 
 `make test` runs three scenarios (a serving group left alone, the SIGKILLed worker rank, the reboot); the
 other four are marked `opt_in` (DGXSPARK_WATCHDOG_E2E=1, `make test-watchdog` runs all seven, about 21 minutes on
