@@ -1,7 +1,10 @@
+import json
 import os
+import subprocess
 import sys
 
 import pytest
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # FQCN imports (ansible_collections.dgxspark.vllm...) resolve through the self-link.
@@ -26,3 +29,23 @@ def read_fixture(*parts, strip_comments=True):
         while lines and lines[0].startswith("#"):
             lines.pop(0)
     return "".join(lines)
+
+
+def run_local_play(tmp_path, hosts, play_vars, tasks):
+    """Run tasks of a role with ansible-playbook on local connections (one per host name), the collection on its
+    path and the json callback. Returns (rc, {task name: {host: result}}, stdout + stderr tail)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    inv = {"all": {"hosts": dict((h, {}) for h in hosts),
+                   "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
+    play = [{"hosts": "all", "gather_facts": False, "vars": play_vars, "tasks": tasks}]
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"), ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    p = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+    tail = p.stdout[-3000:] + p.stderr[-3000:]
+    if "{" not in p.stdout:
+        return p.returncode, {}, tail
+    out = json.loads(p.stdout[p.stdout.index("{"):])
+    return p.returncode, dict((t["task"]["name"], t["hosts"]) for t in out["plays"][0]["tasks"]), tail

@@ -1,17 +1,14 @@
 """vllm_ranks' launch guard (roles/vllm_ranks/tasks/converge.yml, its two 'Launch guard' tasks) run with
 ansible-playbook on localhost against a real listener: the head is refused naming host, port, process and fix;
 free ports pass; a worker is never checked. The rule is module_utils/docker_rank.py's (test_port_guard.py)."""
-import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.unit.conftest import ROOT
+from tests.unit.conftest import ROOT, run_local_play
 
 CONVERGE = os.path.join(ROOT, "roles", "vllm_ranks", "tasks", "converge.yml")
 pytestmark = pytest.mark.skipif(not shutil.which("ss"), reason="iproute2 ss is not installed on this machine")
@@ -28,20 +25,11 @@ def _guard_tasks():
 
 
 def _run(tmp_path, rank, api_port, master_port):
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    inv = {"all": {"hosts": {"spark-a": {}},
-                   "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
-    play = [{"hosts": "all", "gather_facts": False,
-             "vars": {"vllm_rank": rank, "vllm_lane_spec": {"serve": {"api_port": api_port, "master_port": master_port}}},
-             "tasks": _guard_tasks()}]
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "collections"), ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    p = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")],
-                       capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
-    out = json.loads(p.stdout[p.stdout.index("{"):])
-    return p.returncode, dict((t["task"]["name"], t["hosts"]["spark-a"]) for t in out["plays"][0]["tasks"])
+    rc, tasks, tail = run_local_play(tmp_path, ["spark-a"], {
+        "vllm_rank": rank, "vllm_lane_spec": {"serve": {"api_port": api_port, "master_port": master_port}}},
+        _guard_tasks())
+    assert tasks, tail
+    return rc, dict((name, hosts["spark-a"]) for name, hosts in tasks.items())
 
 
 def test_head_refused_on_a_taken_port_and_passes_when_free(tmp_path):
