@@ -178,7 +178,7 @@ def test_rank_stopped_while_its_fix_files_are_read_is_left_to_the_health_gate(fl
     finally:
         node_docker(w, "rm", "-f", name)
     assert run.rc == 0, run.output[-4000:]
-    (note,) = [ev for ev in run.ok(task="Kernel_fix | Note a rank that stopped while it was read")]
+    (note,) = run.ok(task="Kernel_fix | Note a rank that stopped while it was read")
     msg = note["event_data"]["res"]["msg"]
     assert msg.startswith("%s: rank container %s stopped while its fix files were read" % (w, name)), msg
     assert "is not running" in msg and "the health gate reports why it stopped" in msg, msg
