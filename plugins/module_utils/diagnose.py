@@ -358,9 +358,13 @@ def last_lines(text, n=20):
 
 
 def host_verdict(host, evidence, unreachable=None):
-    """{host, status: unreachable|healthy|failed|unknown|absent, matches, last_lines} for one host."""
+    """{host, status: unreachable|healthy|failed|unknown|absent, matches, past, last_lines} for one host.
+
+    evidence["logs"] is the log the status is judged by; evidence["past_logs"] (doctor_collect: the saved logs
+    of earlier containers, when the rank runs) gives `past`, the matches of incidents before this container."""
     if unreachable:
-        return {"host": host, "status": "unreachable", "matches": [], "last_lines": [], "reason": unreachable}
+        return {"host": host, "status": "unreachable", "matches": [], "past": [], "last_lines": [],
+                "reason": unreachable}
     matches = diagnose(evidence)
     container = evidence.get("container") or {}
     if matches:
@@ -371,7 +375,9 @@ def host_verdict(host, evidence, unreachable=None):
         status = "unknown"
     else:
         status = "healthy"
-    return {"host": host, "status": status, "matches": matches,
+    # saved logs of containers before a running rank: their matches are history, never this rank's status
+    past = diagnose({"logs": evidence["past_logs"]}) if evidence.get("past_logs") else []
+    return {"host": host, "status": status, "matches": matches, "past": past,
             "last_lines": last_lines(evidence.get("logs")) if status == "unknown" else []}
 
 
@@ -379,18 +385,26 @@ def format_match(host, m):
     return "%s: %s \u2014 %s \u2014 %s \u2014 catalogue: %s" % (host, m["cause"], m["evidence"], m["fix"], m["id"])
 
 
+def format_past(v):
+    """One line naming the past incidents (saved logs of earlier containers) of a running rank, or []."""
+    if not v.get("past"):
+        return []
+    return ["%s: past incidents in the saved logs of earlier containers (not this rank's state): %s"
+            % (v["host"], ", ".join(m["id"] for m in v["past"]))]
+
+
 def format_verdict(v):
     if v["status"] == "unreachable":
         return ["%s: unreachable \u2014 %s" % (v["host"], v.get("reason") or "no connection")]
     if v["status"] == "healthy":
-        return ["%s: healthy \u2014 no catalogue entry matches" % v["host"]]
+        return ["%s: healthy \u2014 no catalogue entry matches" % v["host"]] + format_past(v)
     if v["status"] == "absent":
         return ["%s: no rank container on this node and no catalogue entry matches (not started yet, or "
                 "removed: site.yml starts the group)" % v["host"]]
     if v["status"] == "unknown":
         return (["%s: unknown \u2014 the rank stopped and no catalogue entry matches; last lines:" % v["host"]]
                 + ["  " + line for line in v["last_lines"]])
-    return ["%d. %s" % (i + 1, format_match(v["host"], m)) for i, m in enumerate(v["matches"])]
+    return ["%d. %s" % (i + 1, format_match(v["host"], m)) for i, m in enumerate(v["matches"])] + format_past(v)
 
 
 def explain(logs, container=None, kernel="", journal=""):

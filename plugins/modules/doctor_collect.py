@@ -130,8 +130,10 @@ raw:
   returned: always
   type: dict
 evidence:
-  description: Rank log (current and saved), kernel and journal lines, and the container state, for
-    diagnose.diagnose.
+  description: C(logs), the log the rank is judged by (its current log when it runs; the saved copies and the
+    current log when it stopped), C(past_logs) (the saved copies of earlier containers when the rank runs,
+    else empty: diagnose.host_verdict reports their matches as past incidents), kernel and journal lines, and
+    the container state, for diagnose.diagnose.
   returned: always
   type: dict
 """
@@ -344,8 +346,12 @@ def collect(module):
         text = tail(c.read(path, 64 << 20) or "", p["log_lines"])
         c.files["saved-logs/" + os.path.basename(path)] = text
         logs.append(text)
-    logs.append(current)
-    raw["logs"] = "".join(logs)
+    # A running rank is judged by its own log; the saved logs are of containers before it (a watchdog or a
+    # playbook restart saved them), so what they show is a past incident, reported apart.
+    if container.get("running"):
+        raw["logs"], past_logs = current, "".join(logs)
+    else:
+        raw["logs"], past_logs = "".join(logs + [current]), ""
 
     # kernel and journal since the rank started (minus a margin); without a container, the last hour
     start = (since - p["kernel_margin_s"]) if since else time.time() - 3600
@@ -481,7 +487,8 @@ def collect(module):
                     if text is not None:
                         c.files["watchdog/" + os.path.relpath(full, os.path.dirname(wd))] = text
 
-    evidence = {"logs": raw["logs"], "kernel": kernel, "journal": journal, "container": container}
+    evidence = {"logs": raw["logs"], "past_logs": past_logs, "kernel": kernel, "journal": journal,
+                "container": container}
     raw_out = dict((k, v) for k, v in raw.items() if k != "logs")
     return {"files": c.files, "raw": raw_out, "evidence": evidence}
 

@@ -77,7 +77,9 @@ lines:
   type: list
   elements: str
 verdicts:
-  description: Per host, C({status, matches, last_lines}); status is healthy, failed, unknown or unreachable;
+  description: Per host, C({status, matches, past, last_lines}); status is healthy, failed, unknown, absent or
+    unreachable; C(past) holds the matches of the saved logs of earlier containers when the rank runs (incidents
+    before it, which never set its status);
     each match has id, class, cause, fix, source, evidence, score.
   returned: always
   type: dict
@@ -139,6 +141,7 @@ def summary_md(verdicts, stamp, tar_name):
             for i, m in enumerate(v["matches"]):
                 cells = [str(i + 1), m["id"], m["cause"], "`%s`" % m["evidence"].replace("`", "'"), m["fix"]]
                 out.append("| %s |" % " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells))
+            out.extend(D.format_past(v))
         else:
             out.extend(D.format_verdict(v))
             if v.get("last_lines"):

@@ -132,6 +132,14 @@ def test_doctor_without_fault_and_tarball_without_secrets(nodes, tmp_path):
     for host in fleet.nodes:
         want = {"healthy"} if serving or before[host]["running"] else {"healthy", "absent", "unknown"}
         assert res["verdicts"][host]["status"] in want, res["lines"]
+        if before[host]["running"]:
+            # a running rank is judged by its own log: what the saved logs of earlier containers match (the
+            # cascades of the restarts before, e.g. the watchdog's) is a past incident, printed as such
+            assert res["verdicts"][host]["matches"] == [], res["lines"]
+            past = [m["id"] for m in res["verdicts"][host]["past"]]
+            line = "%s: past incidents in the saved logs of earlier containers (not this rank's state): %s" % (
+                host, ", ".join(past))
+            assert (line in run.output) == bool(past), run.output[-3000:]
     assert fleet.ranks() == before, "doctor changed a rank"
     stamp_dir = os.path.basename(os.path.dirname(res["tarball"]))
     with tarfile.open(res["tarball"]) as tar:
@@ -148,7 +156,8 @@ def test_doctor_without_fault_and_tarball_without_secrets(nodes, tmp_path):
     assert api_key not in run.output and hf_token not in run.output
     save_capture("no_fault", run, res, {})
     record("doctor_no_fault", run_s=run.seconds, check_mode=True, serving=serving, members=len(names),
-           statuses=dict((h, res["verdicts"][h]["status"]) for h in fleet.nodes))
+           statuses=dict((h, res["verdicts"][h]["status"]) for h in fleet.nodes),
+           past_incidents=dict((h, [m["id"] for m in res["verdicts"][h].get("past", [])]) for h in fleet.nodes))
 
 
 def test_doctor_mtu_on_worker_and_fix_file_on_head(nodes, tmp_path):

@@ -164,3 +164,51 @@ def test_collect_files_a_docker_failure_and_goes_on(tmp_path):
     assert error in out["files"]["docker-inspect.json"]
     # not called absent (that reads "not started yet"): the stopped-rank verdict with no match, unknown
     assert DR.D.host_verdict("n", out["evidence"])["status"] == "unknown"
+
+
+def _running_inspect():
+    """A captured rank inspect (tests/fixtures/docker), renamed to vllm_rank and marked running since 12:50."""
+    info = json.loads(read_fixture("docker", "inspect-rank-with-infiniband.json"))
+    info = info[0] if isinstance(info, list) else info
+    info["Name"] = "/vllm_rank"
+    info["State"].update({"Status": "running", "Running": True, "Pid": 4242, "StartedAt": "2026-12-01T12:50:00Z"})
+    return info
+
+
+def _node_with_saved_log(tmp_path, running):
+    info = _running_inspect()
+    if not running:
+        info["State"].update({"Status": "exited", "Running": False, "Pid": 0, "ExitCode": 1,
+                              "FinishedAt": "2026-12-01T12:55:00Z"})
+    (tmp_path / "logs").mkdir()
+    past = read_fixture("health", "vllm-logs", "errors", "nccl-unhandled-system-error.log")
+    (tmp_path / "logs" / "vllm_rank-20261201T124000Z.log").write_text(past)
+    current = read_fixture("health", "sim-cpu", "tp1-ready.log")
+    return _Node(tmp_path, [(["inspect", "--type", "container", "vllm_rank"], (0, json.dumps([info]), "")),
+                            (["logs"], (0, current, ""))])
+
+
+def test_running_rank_is_judged_by_its_own_log_and_saved_logs_are_past_incidents(tmp_path):
+    """After a watchdog restart the head runs and serves, while the log saved from the group before it shows the
+    cascade: the rank is healthy and the saved log's matches are reported as past incidents."""
+    out = DC.collect(_node_with_saved_log(tmp_path, running=True))
+    assert "Application startup complete" in out["evidence"]["logs"]
+    assert "unhandled system error" in out["evidence"]["past_logs"]
+    assert "unhandled system error" not in out["evidence"]["logs"]
+    verdict = DR.D.host_verdict("node-a", out["evidence"])
+    assert verdict["status"] == "healthy" and verdict["matches"] == []
+    assert [m["id"] for m in verdict["past"]] == ["nccl_error", "engine_dead"]
+    assert DR.D.format_verdict(verdict) == [
+        "node-a: healthy \u2014 no catalogue entry matches",
+        "node-a: past incidents in the saved logs of earlier containers (not this rank's state): nccl_error, engine_dead"]
+    md = DR.summary_md({"node-a": verdict}, "20261201T130000Z", "doctor-20261201T130000Z.tar.gz")
+    assert "## node-a: healthy" in md and "past incidents" in md
+
+
+def test_stopped_rank_is_judged_with_its_saved_logs(tmp_path):
+    """A stopped rank: the saved copies and the current log are one evidence (the cause may be in either)."""
+    out = DC.collect(_node_with_saved_log(tmp_path, running=False))
+    assert out["evidence"]["past_logs"] == ""
+    assert "unhandled system error" in out["evidence"]["logs"] and "Application startup complete" in out["evidence"]["logs"]
+    verdict = DR.D.host_verdict("node-a", out["evidence"])
+    assert verdict["status"] == "failed" and verdict["matches"][0]["id"] == "nccl_error" and verdict["past"] == []
