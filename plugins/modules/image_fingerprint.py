@@ -22,7 +22,11 @@ description:
     after C(docker save | docker load) (catalogue image_differs).
   - Also reports an C(/etc/nccl.conf) baked into the image and C(NCCL_*) variables in its
     environment (catalogue cma_zero).
-  - Read-only; the probe container is removed when it exits.
+  - It changes nothing on the node; the probe container is removed when it exits. With O(cache_dir) the
+    probe's output is kept there, named by the image ID and the probe's inputs, and a later call for the same
+    image ID reads it instead of starting a container. An image ID is the digest of the image's config, which
+    lists every layer's content digest, so the same ID means the same files (a converged run starts no
+    container).
 author:
   - dgxspark.vllm maintainers (@dgxspark)
 options:
@@ -53,10 +57,22 @@ options:
   docker_bin:
     description: Docker CLI to use; found on PATH when not given.
     type: path
+  cache_dir:
+    description:
+      - Directory on the node (created root-only, 0700) for the probe's output per image ID and probe inputs
+        (paths, packages, the probe script). Without it every call starts a probe container.
+      - Written outside check mode only; the entries of other image IDs for the same inputs are removed when
+        a new one is written (one entry per role and image, not a growing directory).
+    type: path
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
-  - dgxspark.vllm.attributes.read_only
+attributes:
+  check_mode:
+    support: full
+    details: Reads the same in check mode; the probe cache (O(cache_dir)) is read but not written.
+  diff_mode:
+    support: none
 notes:
   - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.
 """
@@ -158,7 +174,16 @@ problems:
   returned: always
   type: list
   elements: str
+probe_cached:
+  description: Whether the probe's output came from O(cache_dir) (no container was started).
+  returned: always
+  type: bool
 """
+
+import hashlib
+import json
+import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -180,6 +205,45 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.space import probe_p
 INFO_FORMAT = '{"Driver":{{json .Driver}},"DockerRootDir":{{json .DockerRootDir}}}'
 
 
+def cache_key(paths, packages):
+    """Name part for the probe's inputs: the same paths, packages and probe script give the same key."""
+    h = hashlib.sha256()
+    for part in [PROBE_SCRIPT, "\0".join(packages), "\0".join(paths)]:
+        h.update(part.encode("utf-8") + b"\1")
+    return h.hexdigest()[:16]
+
+
+def cache_path(cache_dir, image_id, key):
+    return os.path.join(cache_dir, "%s-%s.probe" % (image_id.split(":", 1)[-1], key))
+
+
+def read_cache(path, inputs):
+    """The probe output kept for exactly these inputs, or None (no entry, unreadable, or not for them)."""
+    try:
+        with open(path) as f:
+            entry = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("inputs") != inputs or not isinstance(entry.get("output"), str):
+        return None
+    return entry["output"]
+
+
+def write_cache(cache_dir, path, key, inputs, text):
+    """Atomic write; entries of other image IDs for the same key go (a replaced image's probe is stale)."""
+    if not os.path.isdir(cache_dir):
+        os.makedirs(cache_dir, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".probe-")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"inputs": inputs, "output": text}, f)
+    os.chmod(tmp, 0o600)
+    os.rename(tmp, path)
+    for name in os.listdir(cache_dir):
+        full = os.path.join(cache_dir, name)
+        if name.endswith("-%s.probe" % key) and full != path:
+            os.unlink(full)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -188,6 +252,7 @@ def main():
             packages=dict(type="list", elements="str", default=[]),
             space_paths=dict(type="list", elements="path", default=[]),
             docker_bin=dict(type="path"),
+            cache_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -201,7 +266,7 @@ def main():
     result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
                   nccl_conf={}, nccl_env={}, problems=[], cuda_toolchain=None, cuda_env=None,
-                  size_bytes=None, data_root=None, space={})
+                  size_bytes=None, data_root=None, space={}, probe_cached=False)
     cli = DockerCLI(module.run_command, docker, environ={"LANG": "C", "LC_ALL": "C"})
     try:
         _rc, out, _err = cli.call("info", "--format", INFO_FORMAT)
@@ -218,14 +283,31 @@ def main():
         result.update(present=True, image_id=info["id"], size_bytes=info.get("size"), repo_digests=info["repo_digests"],
                       registry_digest=registry_digest(info["repo_digests"], p["image"]),
                       nccl_env=nccl_env(info["env"]), cuda_env=cuda_env_version(info["env"]))
-        argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
-                "-e", "FP_PKGS=" + " ".join(p["packages"]),
-                "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
-        rc, out, err = cli.call(*argv, check=False)
-        if rc != 0:
-            module.fail_json(msg="the fingerprint probe in image %s failed (rc %d): %s; the image needs "
-                                 "sh and sha256sum" % (p["image"], rc, err.strip()), rc=rc, stdout=out, stderr=err)
-        probe = parse_probe(out)
+        key = cache_key(p["paths"], p["packages"])
+        cached = cache_path(p["cache_dir"], info["id"], key) if p["cache_dir"] else None
+        inputs = {"image_id": info["id"], "paths": p["paths"], "packages": p["packages"], "script": PROBE_SCRIPT}
+        out = read_cache(cached, inputs) if cached else None
+        probe = None
+        if out is not None:
+            try:
+                probe = parse_probe(out)
+            except (ImageError, ValueError):
+                out = None  # an unreadable entry is probed again and rewritten
+        result["probe_cached"] = probe is not None
+        if probe is None:
+            argv = ["run", "--rm", "--pull", "never", "--network", "none", "--user", "0",
+                    "-e", "FP_PKGS=" + " ".join(p["packages"]),
+                    "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
+            rc, out, err = cli.call(*argv, check=False)
+            if rc != 0:
+                module.fail_json(msg="the fingerprint probe in image %s failed (rc %d): %s; the image needs "
+                                     "sh and sha256sum" % (p["image"], rc, err.strip()), rc=rc, stdout=out, stderr=err)
+            probe = parse_probe(out)
+        if cached and not result["probe_cached"] and not module.check_mode:
+            try:
+                write_cache(p["cache_dir"], cached, key, inputs, out)
+            except (IOError, OSError) as exc:
+                module.warn("the probe cache %s was not written: %s" % (p["cache_dir"], exc))
     except DockerError as exc:
         module.fail_json(msg=str(exc), rc=exc.rc, stdout=exc.stdout, stderr=exc.stderr)
     except (ImageError, ValueError) as exc:

