@@ -67,10 +67,11 @@ e2e-tp3: venv host-deps
 test-faults: venv host-deps
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/faults
 
-# All seven watchdog scenarios (tests/e2e/faults/test_50_watchdog.py) on DGXSPARK_FAULTS_INVENTORY; test-faults
-# (and so CI) runs three of them: the other four would take CI over its budget (docs/watchdog.md).
+# Every watchdog scenario of tests/e2e/faults/test_45_watchdog.py on DGXSPARK_FAULTS_INVENTORY; test-faults (and
+# so CI) runs all but two (the healthy group's killed head, the frozen engine), which would take CI over its budget
+# (docs/watchdog.md). The API-key lane is in test_30_security.py.
 test-watchdog: venv host-deps
-	$(ACT) DGXSPARK_WATCHDOG_E2E=1 pytest -p no:cacheprovider tests/e2e/faults/test_50_watchdog.py
+	$(ACT) DGXSPARK_WATCHDOG_E2E=1 pytest -p no:cacheprovider tests/e2e/faults/test_45_watchdog.py
 
 # What CI runs (.ci/run). TP3 first: its fleet is removed at the end of its test; the fault suite
 # then reuses the TP2 fleet that `e2e` leaves serving. tools/timed_stages.py runs the stages in this

@@ -110,41 +110,6 @@ def test_each_rank_runs_with_its_own_fabric_values(deployed):
             assert gid.replace(":", "").endswith("ffff" + mapped), (node, gid, own_ip)
 
 
-def _changed_roles(runner):
-    """Roles (or plays, for tasks outside a role) of the tasks that reported changed."""
-    roles = set()
-    for event in runner.events:
-        if event.get("event") == "runner_on_ok" and event["event_data"].get("res", {}).get("changed"):
-            data = event["event_data"]
-            roles.add(data.get("role") or data.get("play"))
-    return roles
-
-
-def test_changed_argument_recreates_every_rank_and_nothing_else(deployed, tmp_path):
-    """Issue 9: one serve argument changed -> the whole group restarts (spec hash), no other role changes."""
-    head, workers = _hosts()
-    name = _lane()["container"]["name"]
-    nodes = list(head) + list(workers)
-    before = {node: started_at(node, name)[0] for node in nodes}
-    override = {"vllm_lane_overrides": {"serve": {"max_model_len": 1024}}}
-    # Both restarts skip the benchmark: the first deployment ran it on this fleet; it proves nothing about the spec.
-    changed = run_playbook("site.yml", INVENTORY, tmp_path / "changed", extravars=override, skip_tags="vllm_bench")
-    assert changed.rc == 0, runner_output(changed)
-    after = {node: started_at(node, name) for node in nodes}
-    for node in nodes:
-        env, cmd = rank_config(node, name)
-        assert cmd[cmd.index("--max-model-len") + 1] == "1024", (node, cmd)
-        assert after[node][1] and after[node][0] > before[node], (node, before[node], after[node])
-    assert _changed_roles(changed) <= {"vllm_ranks", "node_prep"}, _changed_roles(changed)
-    assert "vllm_ranks" in _changed_roles(changed)
-    # Back to the lane as shipped; the group restarts once more and the next run is quiet again.
-    back = run_playbook("site.yml", INVENTORY, tmp_path / "back", skip_tags="vllm_bench")
-    assert back.rc == 0, runner_output(back)
-    for node in nodes:
-        env, cmd = rank_config(node, name)
-        assert cmd[cmd.index("--max-model-len") + 1] == str(_lane()["serve"]["max_model_len"]), (node, cmd)
-
-
 def _facts(run, task):
     """host -> ansible_facts set by `task` in an ansible-runner run."""
     out = {}
@@ -180,20 +145,25 @@ def test_fix_file_checked_against_the_image_and_inside_every_rank(deployed):
 
 
 def test_report_rows_carry_what_each_rank_verified(deployed, tmp_path):
-    """Issue 20: with the full gate, each rank's row in the health report carries the sha256 of the owner manifest's
-    checkpoint entry (read here from the head's manifest file) and the fix bytes read inside that rank."""
+    """Issue 20: with the full gate (the deployment's: a run that started the group), each rank's row in the health
+    report carries the sha256 of the owner manifest's checkpoint entry (read here from the head's manifest file)
+    and the fix bytes read inside that rank."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils.weights import artifact_sha256s
     head, workers = _hosts()
     lane = _lane()
     fix = lane["fix_files"][0]
-    run = run_playbook("site.yml", INVENTORY, tmp_path, extravars={"vllm_health_mode": "full"}, skip_tags="vllm_bench")
-    assert run.rc == 0, runner_output(run)
     (head_name,) = head
     proc = subprocess.run(["docker", "exec", head_name, "cat", "/var/lib/dgxspark-vllm/weights/manifest.json"],
                           capture_output=True, text=True, timeout=60, check=True)
     want = artifact_sha256s(json.loads(proc.stdout))
     assert set(want) == {"checkpoint"} and len(want["checkpoint"]) == 64, want  # the sim lane has no drafter
-    report = _facts(run, "Vllm_health | assemble the report")[head_name]["vllm_health_report"]
+    reports = _facts(deployed, "Vllm_health | assemble the report")
+    if head_name not in reports:  # the fleet served before this suite: its deployment run was converged (quick gate)
+        run = run_playbook("site.yml", INVENTORY, tmp_path, extravars={"vllm_health_mode": "full"},
+                           skip_tags="vllm_bench")
+        assert run.rc == 0, runner_output(run)
+        reports = _facts(run, "Vllm_health | assemble the report")
+    report = reports[head_name]["vllm_health_report"]
     assert report["ok"] is True, report["failures"]
     rows = dict((r["host"], r) for r in report["ranks"])
     assert sorted(rows) == sorted(list(head) + list(workers))

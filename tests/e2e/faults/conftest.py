@@ -148,7 +148,7 @@ def start_playbook(playbook, tmp_dir, extravars=None, cmdline=(), verbosity=None
         project_dir=ROOT,
         playbook=os.path.join(ROOT, playbook),
         inventory=os.path.join(ROOT, INVENTORY),
-        # The watchdog (test_50_watchdog.py) would repair the other scenarios' faults behind their backs:
+        # The watchdog (test_45_watchdog.py) would repair the other scenarios' faults behind their backs:
         # off unless a test turns it on.
         extravars=dict({"vllm_watchdog_enabled": False}, **(extravars or {})),
         cmdline=" ".join(cmdline) or None,
@@ -368,6 +368,54 @@ def ensure_serving(fleet, tmp_dir):
         assert site.rc == 0, site.output[-4000:]
         assert fleet.serving()
     return fleet
+
+
+# ------------------------------------------------------------------------------------------ the watchdog
+
+WATCHDOG_STATE_DIR = "/var/lib/dgxspark-vllm-watchdog"
+WATCHDOG_SERVICE = "dgxspark-vllm-watchdog"
+# Short cycles for the scenarios (test_45_watchdog.py, and the API-key lane in test_30_security.py): 3 s cycle,
+# 10 s window, two cycles to confirm.
+WATCHDOG_FAST = {"vllm_watchdog_enabled": True, "vllm_watchdog_interval_s": 3, "vllm_watchdog_window_s": 10,
+                 "vllm_watchdog_confirm_cycles": 2, "vllm_watchdog_health_gate_timeout_s": 900,
+                 "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30}
+
+
+def watchdog_state(fleet):
+    """The watchdog's state file on the head; {} until its first cycle has written it."""
+    rc, out, _err = node_sh(fleet.head, "cat %s/state.json" % WATCHDOG_STATE_DIR, check=False)
+    return json.loads(out) if rc == 0 else {}
+
+
+def watchdog_journal(fleet, since):
+    """The watchdog's journal lines on the head since an epoch time, as (epoch, message)."""
+    _rc, out, _err = node_sh(fleet.head, "journalctl -u %s -o short-unix --no-pager --since @%d"
+                             % (WATCHDOG_SERVICE, int(since) - 1), timeout=60)
+    lines = []
+    for ln in out.splitlines():
+        parts = ln.split(" ", 2)
+        try:
+            lines.append((float(parts[0]), parts[2].split(": ", 1)[-1]))
+        except (ValueError, IndexError):
+            continue
+    return [(t, m) for t, m in lines if t >= since]
+
+
+def assert_watchdog_left_alone(fleet, seconds, min_cycles):
+    """Watch the running watchdog for `seconds`: at least `min_cycles` verdicts, every one without action and
+    with an answered canary, no restart, the same rank containers. Returns the verdict lines."""
+    before = fleet.ranks()
+    t0 = time.time()
+    time.sleep(seconds)
+    lines = watchdog_journal(fleet, t0)
+    verdicts = [m for _t, m in lines if m.startswith("verdict=")]
+    assert len(verdicts) >= min_cycles, lines
+    assert all("action=none" in m for m in verdicts), verdicts
+    assert all(m.split()[0] in ("verdict=idle", "verdict=progressing", "verdict=unknown") for m in verdicts), verdicts
+    assert all("canary=canary answered" in m for m in verdicts), verdicts
+    assert not [m for _t, m in lines if "action=restart_group" in m], lines
+    assert_untouched(before, fleet.ranks())
+    return verdicts
 
 
 @pytest.fixture

@@ -2,6 +2,11 @@
 that the head enforces and that never shows anywhere but its one secret file, and a Hugging Face token that
 never shows in the output (-vvv), the saved rank logs or the reports.
 
+The API key test's keyed run also changes one serve argument and turns the watchdog on with short cycles, so its
+one restart pair (key on, key off) proves three things: a changed serve argument recreates every rank and no other
+role's state (issue 9), the key is enforced and never leaked (issue 11), and the watchdog's canary authenticates
+with the key and leaves a healthy group alone (issue 16's API-key lane).
+
 The last test is a full site.yml at -vvv: on a fleet the scenarios before left serving (the API key test ends
 with the keyless group restored), it must pass and change nothing (a converged run: vllm_health's quick gate,
 no benchmark; the API key test's run restarts the group, so it runs the full gate and the benchmark).
@@ -15,7 +20,8 @@ import urllib.request
 
 import pytest
 
-from conftest import SKIP_BENCH, ROOT, node_docker, node_sh, record, start_playbook, total
+from conftest import (SKIP_BENCH, ROOT, WATCHDOG_FAST, WATCHDOG_SERVICE, WATCHDOG_STATE_DIR, assert_watchdog_left_alone,
+                      node_docker, node_sh, record, start_playbook, total)
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +72,13 @@ API_KEY_FILE = "/etc/dgxspark-vllm/api-key"
 # nested dockerd's container logs and configs. Image layers (/var/lib/docker/overlay2) are read-only
 # copies of the engine image; the rank container's own writable layer is added per node below.
 NODE_PATHS = ["/etc", "/var/log", "/var/lib/dgxspark-vllm", "/var/tmp", "/tmp", "/root", "/home", "/run",
-              "/opt/sim", "/var/lib/docker/containers"]
+              "/opt/sim", "/var/lib/docker/containers", WATCHDOG_STATE_DIR, "/opt/dgxspark-vllm"]
+# The keyed run's one changed serve argument (issue 9) and the roles whose state it may change: the rank group
+# (vllm_ranks, with node_prep's memory ritual before a start), the watchdog it turns on, and the full health gate
+# and benchmark that follow a restart. Every other role (the fabric, the image, the fix files, the weights, the
+# padded checkpoint) must report nothing changed.
+SERVE_CHANGE = {"serve": {"max_model_len": 1024}}
+RESTART_ROLES = {"vllm_ranks", "node_prep", "vllm_watchdog", "vllm_health", "vllm_bench"}
 
 
 def _post(url, body, key=None, timeout=300):
@@ -103,6 +115,18 @@ def _container_cmdlines(node, container):
     return [ln for ln in out.splitlines() if ln.strip()]
 
 
+def _changed_roles(run):
+    """Roles (or plays, for tasks outside a role) of the tasks that reported changed."""
+    return set((ev["event_data"].get("role") or ev["event_data"].get("play")) for ev in run.changed())
+
+
+def _max_model_len(node, container):
+    rc, out, err = node_docker(node, "inspect", "-f", "{{json .Config.Cmd}}", container)
+    assert rc == 0, (node, err)
+    cmd = json.loads(out)
+    return int(cmd[cmd.index("--max-model-len") + 1])
+
+
 def _assert_key_absent(fleet, key, run, tmp_path, since, secret_on_head):
     assert key not in run.output
     artifacts = os.path.join(str(tmp_path), "artifacts")
@@ -123,19 +147,31 @@ def _assert_key_absent(fleet, key, run, tmp_path, since, secret_on_head):
 
 
 def test_api_key_enforced_and_never_leaked(serving, tmp_path):
-    """vllm_api_key on a site.yml -vvv run (benchmark included): the head requires the key (401 without, 200
-    with), the key is nowhere but the head's 0600 secret file; --check --diff with another key leaks nothing
-    and changes nothing; a run without the key restores the keyless group."""
+    """vllm_api_key and one changed serve argument on a site.yml -vvv run (benchmark included, the watchdog on):
+    every rank is recreated with the new argument and no other role changes anything; the head requires the key
+    (401 without, 200 with) and the key is nowhere but the head's 0600 secret file; the watchdog's canary reads
+    that file, answers, and nothing is restarted; --check --diff with another key leaks nothing and changes
+    nothing; a run without the key (and the watchdog off, as the fault suite runs) restores the keyless group."""
     fleet = serving
     key = "sk-fltFAKE" + secrets.token_hex(16)
     since = time.time() - 1
     before = fleet.ranks()
-    run = start_playbook("site.yml", tmp_path / "keyed", verbosity=3, extravars={"vllm_api_key": key})
+    lane_len = _max_model_len(fleet.head, fleet.container)
+    run = start_playbook("site.yml", tmp_path / "keyed", verbosity=3,
+                         extravars=dict(WATCHDOG_FAST, vllm_api_key=key, vllm_lane_overrides=SERVE_CHANGE))
     assert run.rc == 0, run.output[-4000:]
-    leaked, found = _assert_key_absent(fleet, key, run, tmp_path / "keyed", since, secret_on_head=True)
     after = fleet.ranks()
-    for node in fleet.nodes:  # a new key restarts the whole group
+    for node in fleet.nodes:  # a new key and a changed argument restart the whole group
         assert after[node]["running"] and after[node]["id"] != before[node]["id"], (node, before[node], after[node])
+        assert _max_model_len(node, fleet.container) == SERVE_CHANGE["serve"]["max_model_len"] != lane_len, node
+    roles = _changed_roles(run)
+    assert "vllm_ranks" in roles and roles <= RESTART_ROLES, roles
+    # the watchdog, installed by this run, authenticates its canary with the head's key file
+    _rc, cfg, _err = node_sh(fleet.head, "cat /etc/dgxspark-vllm-watchdog/watchdog.json")
+    assert json.loads(cfg)["api_key_file"] == API_KEY_FILE
+    verdicts = assert_watchdog_left_alone(fleet, 20, 4)
+    assert fleet.ranks() == after
+    leaked, found = _assert_key_absent(fleet, key, run, tmp_path / "keyed", since, secret_on_head=True)
     _rc, mode, _err = node_sh(fleet.head, "stat -c '%%a %%U %%G' %s; stat -c '%%a %%U' %s"
                               % (API_KEY_FILE, os.path.dirname(API_KEY_FILE)))
     assert mode.splitlines() == ["600 root root", "700 root"], mode
@@ -157,7 +193,8 @@ def test_api_key_enforced_and_never_leaked(serving, tmp_path):
 
     other = "sk-fltFAKE" + secrets.token_hex(16)
     since_check = time.time() - 1
-    check = start_playbook("site.yml", tmp_path / "check", verbosity=3, extravars={"vllm_api_key": other},
+    check = start_playbook("site.yml", tmp_path / "check", verbosity=3,
+                           extravars=dict(WATCHDOG_FAST, vllm_api_key=other, vllm_lane_overrides=SERVE_CHANGE),
                            cmdline=["--check", "--diff", "--tags", "vllm_ranks"])
     assert check.rc == 0, check.output[-4000:]
     assert "api_key_fingerprint" in check.output  # the would-be restart names the changed key, not the key
@@ -176,16 +213,22 @@ def test_api_key_enforced_and_never_leaked(serving, tmp_path):
         assert _node_files_with(node, key, fleet.container) == [], node
     restored = fleet.ranks()
     assert all(restored[n]["running"] and restored[n]["id"] != after[n]["id"] for n in fleet.nodes), restored
+    assert [_max_model_len(n, fleet.container) for n in fleet.nodes] == [lane_len] * len(fleet.nodes)
     status_plain, body_plain = _chat(fleet)
     assert status_plain == 200, body_plain
     rc, _out, _err = node_sh(fleet.head, "test -e %s" % API_KEY_FILE, check=False)
     assert rc != 0, "the key file outlived the key"
-    record("security_api_key", fault="vllm_api_key=<random> on a site.yml -vvv run (benchmark included), then "
-           "--check --diff -vvv --tags vllm_ranks with another key, then site.yml without a key",
+    _rc, active, _err = node_sh(fleet.head, "systemctl is-active %s" % WATCHDOG_SERVICE, check=False)
+    assert active.strip() == "inactive", active
+    record("security_api_key", fault="vllm_api_key=<random> and max_model_len %d on a site.yml -vvv run "
+           "(benchmark included, the watchdog on), then --check --diff -vvv --tags vllm_ranks with another key, "
+           "then site.yml without a key" % SERVE_CHANGE["serve"]["max_model_len"],
            rc=run.rc, run_s=run.seconds, check_s=check.seconds, keyless_s=off.seconds,
            output_bytes=len(run.output), leaked_files=leaked, node_files_with_key=found,
            http_without_key=status_without, http_wrong_key=status_wrong, http_with_key=status_with,
            http_after_key_removed=status_plain, secret_file_mode=mode.splitlines(),
+           changed_roles_keyed=sorted(roles), watchdog_verdicts=sorted(set(m.split()[0] for m in verdicts)),
+           watchdog_cycles=len(verdicts),
            changed_keyed=total(run.stats, "changed"), changed_check=total(check.stats, "changed"),
            changed_keyless=total(off.stats, "changed"))
 
