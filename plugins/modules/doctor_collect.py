@@ -130,9 +130,10 @@ raw:
   returned: always
   type: dict
 evidence:
-  description: C(logs), the log the rank is judged by (its current log when it runs; the saved copies and the
+  description: >-
+    C(logs), the log the rank is judged by (its current log when it runs; the saved copies and the
     current log when it stopped), C(past_logs) (the saved copies of earlier containers when the rank runs,
-    else empty: diagnose.host_verdict reports their matches as past incidents), kernel and journal lines, and
+    else empty; diagnose.host_verdict reports their matches as past incidents), kernel and journal lines, and
     the container state, for diagnose.diagnose.
   returned: always
   type: dict

@@ -73,6 +73,8 @@ attributes:
     details: Reads the same in check mode; the probe cache (O(cache_dir)) is read but not written.
   diff_mode:
     support: none
+  idempotent:
+    support: full
 notes:
   - The image must contain C(sh) and C(sha256sum); package versions need C(python3) in the image.
 """

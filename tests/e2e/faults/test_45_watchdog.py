@@ -10,9 +10,10 @@ inject faults the watchdog would repair).
 
 Order: a serving group left alone, kill the head container, SIGKILL the worker rank, the head killed while a fault
 persists on the worker, to the give-up (three strikes, the diagnosis through the catalogue) and the documented
-reset, a frozen engine at normal then low power, a reboot of the head's node container. Each records its seconds with the machine's load average. The issue's seventh
-scenario, a lane with an API key, rides on the API-key test of test_30_security.py (its keyed run installs the
-watchdog with these short cycles), so the key's restart pair serves both.
+reset, a frozen engine at normal then low power, a reboot of the head's node container. Each records its seconds
+with the machine's load average. The issue's seventh scenario, a lane with an API key, rides on the API-key
+test of test_30_security.py (its keyed run installs the watchdog with these short cycles), so the key's restart
+pair serves both.
 
 It runs before test_50_doctor (file order): the fleet test_40_tags leaves serving needs no repair deploy, and
 the doctor scenarios after it meet a head whose saved logs hold the cascades these restarts caused, which doctor

@@ -140,7 +140,8 @@ def test_probe_cache_per_image_id(tmp_path):
     assert first["probe_cached"] is False and [c[1] for c in calls].count("run") == 1
     (entry,) = os.listdir(str(cache))
     assert entry.startswith("a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795-")
-    assert oct(os.stat(str(cache)).st_mode & 0o777) == "0o700" and oct(os.stat(str(cache / entry)).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(str(cache)).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(str(cache / entry)).st_mode & 0o777) == "0o600"
     second, failed, calls = _cached_run(cache, inspect_text)
     assert not failed and second["probe_cached"] is True and "run" not in [c[1] for c in calls]
     assert second["fingerprint"] == first["fingerprint"] and second["files"] == first["files"]
