@@ -19,11 +19,10 @@ It runs before test_50_doctor (file order): the fleet test_40_tags leaves servin
 the doctor scenarios after it meet a head whose saved logs hold the cascades these restarts caused, which doctor
 reports as past incidents of a serving rank, never as its state.
 
-`make test` runs the scenarios not marked `opt_in`; the others need DGXSPARK_WATCHDOG_E2E=1 (`make test-watchdog`
-runs every one). Figures and how often each has passed: docs/watchdog.md.
+`make test` (CI) runs every scenario; `make test-watchdog` runs this file alone. Figures and how often each has
+passed: docs/watchdog.md.
 """
 import json
-import os
 import subprocess
 import threading
 import time
@@ -35,11 +34,6 @@ from conftest import (WATCHDOG_FAST, WATCHDOG_SERVICE, WATCHDOG_STATE_DIR, ensur
                       node_sh, record, start_playbook, watchdog_journal, watchdog_state)
 
 pytestmark = [pytest.mark.e2e]
-
-# `make test` (CI) runs the undecorated scenarios; `opt_in` ones need DGXSPARK_WATCHDOG_E2E=1 (`make test-watchdog`
-# runs every one): the two add two group restarts, about six minutes, which CI's 60-minute budget does not hold.
-opt_in = pytest.mark.skipif(os.environ.get("DGXSPARK_WATCHDOG_E2E") != "1",
-                            reason="opt-in: DGXSPARK_WATCHDOG_E2E=1 (make test-watchdog runs every scenario)")
 
 STATE_DIR = WATCHDOG_STATE_DIR
 SERVICE = WATCHDOG_SERVICE
@@ -159,7 +153,8 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
     before = fleet.ranks()
     t_fault = time.time()
     inject()
-    t_end, result = wait_restart_done(fleet, t_fault, 600)
+    # a loaded machine has taken 591 s from the fault to serving (docs/watchdog.md): the wait leaves room
+    t_end, result = wait_restart_done(fleet, t_fault, 900)
     lines = journal(fleet, t_fault)
     t_detect, verdict_line = first_line(lines, "verdict=%s" % expect_verdict)
     assert t_detect, lines
@@ -180,7 +175,6 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
                    logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
 
 
-@opt_in
 def test_kill_head_container_group_restarted_worker_first(watched):
     fleet = watched
     rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
@@ -284,7 +278,6 @@ def _in_flight(fleet, n=4):
     return threads
 
 
-@opt_in
 def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(watched):
     fleet = watched
     for node in fleet.nodes:
