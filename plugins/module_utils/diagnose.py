@@ -361,7 +361,7 @@ def host_verdict(host, evidence, unreachable=None):
     """{host, status: unreachable|healthy|failed|unknown|absent, matches, past, last_lines} for one host.
 
     evidence["logs"] is the log the status is judged by; evidence["past_logs"] (doctor_collect: the saved logs
-    of earlier containers, when the rank runs) gives `past`, the matches of incidents before this container."""
+    of earlier containers) gives `past`, the matches of incidents before this container."""
     if unreachable:
         return {"host": host, "status": "unreachable", "matches": [], "past": [], "last_lines": [],
                 "reason": unreachable}
@@ -375,7 +375,7 @@ def host_verdict(host, evidence, unreachable=None):
         status = "unknown"
     else:
         status = "healthy"
-    # saved logs of containers before a running rank: their matches are history, never this rank's status
+    # saved logs of containers before this rank: their matches are history, never this rank's status
     past = diagnose({"logs": evidence["past_logs"]}) if evidence.get("past_logs") else []
     return {"host": host, "status": status, "matches": matches, "past": past,
             "last_lines": last_lines(evidence.get("logs")) if status == "unknown" else []}

@@ -131,10 +131,10 @@ raw:
   type: dict
 evidence:
   description: >-
-    C(logs), the log the rank is judged by (its current log when it runs; the saved copies and the
-    current log when it stopped), C(past_logs) (the saved copies of earlier containers when the rank runs,
-    else empty; diagnose.host_verdict reports their matches as past incidents), kernel and journal lines, and
-    the container state, for diagnose.diagnose.
+    C(logs), the log the rank is judged by (the rank container's own log while it exists, running or stopped;
+    without one, the newest saved copy), C(past_logs) (the saved copies of earlier containers; diagnose.host_verdict
+    reports their matches as past incidents), kernel and journal lines, and the container state, for
+    diagnose.diagnose.
   returned: always
   type: dict
 """
@@ -347,12 +347,13 @@ def collect(module):
         text = tail(c.read(path, 64 << 20) or "", p["log_lines"])
         c.files["saved-logs/" + os.path.basename(path)] = text
         logs.append(text)
-    # A running rank is judged by its own log; the saved logs are of containers before it (a watchdog or a
-    # playbook restart saved them), so what they show is a past incident, reported apart.
-    if container.get("running"):
+    # Logs are saved when a rank is removed, so while a rank container exists (running or stopped) every saved
+    # log is of a container before it: the rank is judged by its own log and the saved ones are past incidents,
+    # reported apart. Without a container the newest saved log is the last rank's and is the evidence.
+    if container.get("exists"):
         raw["logs"], past_logs = current, "".join(logs)
     else:
-        raw["logs"], past_logs = "".join(logs + [current]), ""
+        raw["logs"], past_logs = (logs[-1] if logs else ""), "".join(logs[:-1])
 
     # kernel and journal since the rank started (minus a margin); without a container, the last hour
     start = (since - p["kernel_margin_s"]) if since else time.time() - 3600

@@ -78,8 +78,8 @@ lines:
   elements: str
 verdicts:
   description: Per host, C({status, matches, past, last_lines}); status is healthy, failed, unknown, absent or
-    unreachable; C(past) holds the matches of the saved logs of earlier containers when the rank runs (incidents
-    before it, which never set its status);
+    unreachable; C(past) holds the matches of the saved logs of earlier containers (incidents before the rank
+    container, which never set its status);
     each match has id, class, cause, fix, source, evidence, score.
   returned: always
   type: dict

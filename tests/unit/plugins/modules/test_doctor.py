@@ -205,10 +205,26 @@ def test_running_rank_is_judged_by_its_own_log_and_saved_logs_are_past_incidents
     assert "## node-a: healthy" in md and "past incidents" in md
 
 
-def test_stopped_rank_is_judged_with_its_saved_logs(tmp_path):
-    """A stopped rank: the saved copies and the current log are one evidence (the cause may be in either)."""
+def test_stopped_rank_is_judged_by_its_own_log_not_by_older_saved_logs(tmp_path):
+    """A stopped rank container: its own log and exit decide; a saved log is of a container before it (logs are
+    saved on removal), so its matches stay past incidents."""
     out = DC.collect(_node_with_saved_log(tmp_path, running=False))
-    assert out["evidence"]["past_logs"] == ""
-    assert "unhandled system error" in out["evidence"]["logs"] and "Application startup complete" in out["evidence"]["logs"]
+    assert "unhandled system error" in out["evidence"]["past_logs"]
+    assert "unhandled system error" not in out["evidence"]["logs"]
     verdict = DR.D.host_verdict("node-a", out["evidence"])
-    assert verdict["status"] == "failed" and verdict["matches"][0]["id"] == "nccl_error" and verdict["past"] == []
+    assert verdict["status"] == "unknown" and verdict["matches"] == [], verdict
+    assert [m["id"] for m in verdict["past"]] == ["nccl_error", "engine_dead"]
+
+
+def test_without_a_container_the_newest_saved_log_is_the_evidence(tmp_path):
+    """No rank container (removed after its logs were saved): the newest saved log is the last rank's."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "vllm_rank-20261201T110000Z.log").write_text(
+        read_fixture("health", "vllm-logs", "errors", "kv-cache-needed-exceeds-available.log"))
+    (tmp_path / "logs" / "vllm_rank-20261201T124000Z.log").write_text(
+        read_fixture("health", "vllm-logs", "errors", "nccl-unhandled-system-error.log"))
+    node = _Node(tmp_path, [(["inspect", "--type", "container", "vllm_rank"], (1, "[]", "Error: No such object: vllm_rank"))])
+    out = DC.collect(node)
+    verdict = DR.D.host_verdict("node-a", out["evidence"])
+    assert verdict["status"] == "failed" and verdict["matches"][0]["id"] == "nccl_error", verdict["matches"]
+    assert [m["id"] for m in verdict["past"]] == ["kv_cache_too_small", "engine_dead"]
