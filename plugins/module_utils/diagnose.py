@@ -386,7 +386,7 @@ def format_match(host, m):
 
 
 def format_past(v):
-    """One line naming the past incidents (saved logs of earlier containers) of a running rank, or []."""
+    """One line naming the past incidents of a host (the saved logs of containers before its rank), or []."""
     if not v.get("past"):
         return []
     return ["%s: past incidents in the saved logs of earlier containers (not this rank's state): %s"

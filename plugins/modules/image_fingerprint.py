@@ -207,12 +207,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.space import probe_p
 INFO_FORMAT = '{"Driver":{{json .Driver}},"DockerRootDir":{{json .DockerRootDir}}}'
 
 
-def cache_key(paths, packages):
-    """Name part for the probe's inputs: the same paths, packages and probe script give the same key."""
-    h = hashlib.sha256()
-    for part in [PROBE_SCRIPT, "\0".join(packages), "\0".join(paths)]:
-        h.update(part.encode("utf-8") + b"\1")
-    return h.hexdigest()[:16]
+def cache_key(inputs):
+    """Name part for the probe's inputs other than the image ID (paths, packages, the probe script)."""
+    rest = dict((k, v) for k, v in inputs.items() if k != "image_id")
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def cache_path(cache_dir, image_id, key):
@@ -285,9 +283,9 @@ def main():
         result.update(present=True, image_id=info["id"], size_bytes=info.get("size"), repo_digests=info["repo_digests"],
                       registry_digest=registry_digest(info["repo_digests"], p["image"]),
                       nccl_env=nccl_env(info["env"]), cuda_env=cuda_env_version(info["env"]))
-        key = cache_key(p["paths"], p["packages"])
-        cached = cache_path(p["cache_dir"], info["id"], key) if p["cache_dir"] else None
         inputs = {"image_id": info["id"], "paths": p["paths"], "packages": p["packages"], "script": PROBE_SCRIPT}
+        key = cache_key(inputs)
+        cached = cache_path(p["cache_dir"], info["id"], key) if p["cache_dir"] else None
         out = read_cache(cached, inputs) if cached else None
         probe = None
         if out is not None:
