@@ -14,8 +14,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import math
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import kinds
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import lane_mount_targets, managed_flag, under_mount
 
 try:
@@ -77,7 +79,7 @@ def _s(hint=None, **extra):
 def _path(what, nullable=False):
     return _t(["string", "null"] if nullable else "string",
               "%s: an absolute path without ':' or whitespace (docker -v reads ':' as a field separator)" % what,
-              pattern=ABS_PATH)
+              **{"x-kind": "abs_path"})
 
 
 def _obj(props, required=(), types="object", hint=None, **extra):
@@ -106,7 +108,7 @@ _ANY_MAP = {"type": "object"}
 _ANY_MAP_OR_NULL = {"type": ["object", "null"]}
 
 MODEL_SCHEMA = _obj({
-    "repo_id": _s("a Hugging Face repo id, owner/name", pattern=HF_REPO),
+    "repo_id": _s("a Hugging Face repo id, owner/name", **{"x-kind": "hf_repo"}),
     "revision": _s(pattern=r"^[A-Za-z0-9._/-]*$"),
     "allow_branch": _BOOL,
     "host_path": _path("host_path"),
@@ -150,7 +152,7 @@ BUILD_STAGE_SCHEMA = _obj({
     "dockerfile": _s("controller path, absolute or relative to the collection root", pattern=r"^[^:\s]+$"),
     "tag": _s("an image reference, e.g. glm53:sm121-v12", pattern=IMAGE_REF),
     "context": _s("build context directory; default: the Dockerfile's directory", pattern=r"^[^:\s]+$"),
-    "build_args": _map({"type": ["string", "integer", "number"]}),
+    "build_args": _map({"type": ["string", "integer", "number"], "x-kind": "env_value"}),
 }, required=("name", "dockerfile", "tag"))
 
 _SPEC_HINT = ("k, the tokens drafted per step, must be an int >= 1 (docs/lanes.md): the mtp lanes use 4, "
@@ -187,10 +189,10 @@ LANE_SCHEMA = _obj({
         "true accepts kv_cache_dtype nvfp4_ds_mla with dflash at tensor-parallel 2, which the TP2 report "
         "found to kill rank 0 on prompts that need chunked prefill")),
     "image": _obj({
-        "reference": _s("an image reference, e.g. ghcr.io/owner/name:tag", pattern=IMAGE_REF),
+        "reference": _s("an image reference, e.g. ghcr.io/owner/name:tag", **{"x-kind": "image_ref"}),
         "distribution": _s(enum=DISTRIBUTION_MODES),
-        "expected_digest": _t(["string", "null"]),
-        "expected_fingerprint": _t(["string", "null"]),
+        "expected_digest": _t(["string", "null"], "a registry digest sha256:<64 hex>", pattern=r"sha256:[0-9a-f]{64}"),
+        "expected_fingerprint": _t(["string", "null"], **{"x-kind": "text"}),
         "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
         "fingerprint_packages": _list(_s(pattern=TOKEN)),
         # versions a dependency install must not move (catalogue nccl_version_skew)
@@ -216,7 +218,7 @@ LANE_SCHEMA = _obj({
     }),
     "fix_files": _list(FIX_FILE_SCHEMA),
     "container": _obj({
-        "name": _s("a container name: letters, digits and _ . - (Docker's rule)", pattern=NAME),
+        "name": _s("a container name: letters, digits and _ . - (Docker's rule)", **{"x-kind": "container_name"}),
         "gpus": _t(["string", "null"], pattern=r"^(all|[0-9]+|device=[0-9,]+)$"),
         "network": _s(enum=["host"]),
         "ipc": _s(enum=["host", "private", "shareable"]),
@@ -229,8 +231,8 @@ LANE_SCHEMA = _obj({
         "devices": _list(_s("host path[:container path[:rwm]], absolute, no whitespace",
                             pattern=r"^/[^:\s]+(:/[^:\s]+)?(:[rwm]{1,3})?$")),
         "mounts": _list(MOUNT_SCHEMA),
-        "env": {"type": "object", "propertyNames": {"pattern": ENV_NAME}, "additionalProperties": _t(
-            ["string", "number"],
+        "env": {"type": "object", "propertyNames": {"x-kind": "env_name"}, "additionalProperties": _t(
+            ["string", "number"], **{"x-kind": "env_value"}, hint=
             "write the value as a string, e.g. \"1\" (null would reach the container as 'None', a bool as 'True')")},
         "entrypoint": _list(_s(pattern=r"^\S+$"), types=["array", "null"]),
         "cache_dir": _path("cache_dir"),
@@ -239,7 +241,7 @@ LANE_SCHEMA = _obj({
     "serve": _obj({
         "api_port": _t("integer", minimum=1, maximum=65535),
         "master_port": _t("integer", minimum=1, maximum=65535),
-        "host": _s("an address to bind, e.g. 0.0.0.0", pattern=r"^[0-9A-Za-z.:-]+$"),
+        "host": _s("an address to bind, e.g. 0.0.0.0", **{"x-kind": "host"}),
         "max_model_len": _t("integer", (
             "tokens per request; at most the checkpoint's max_position_embeddings %d" % MAX_MODEL_LEN),
             minimum=1, maximum=MAX_MODEL_LEN),
@@ -266,7 +268,7 @@ LANE_SCHEMA = _obj({
         "reasoning_parser": _t(["string", "null"], pattern=TOKEN),
         "default_chat_template_kwargs": _ANY_MAP_OR_NULL,
         "chat_template": _path("chat_template (a path inside the container)", nullable=True),
-        "extra_args": _list({"type": "string"}),
+        "extra_args": _list({"type": "string", "x-kind": "text"}),
         # Added for the seed lanes' launch lines (docs/lanes.md):
         "api_args_on_workers": _BOOL,
         "pipeline_parallel_size": _t(["integer", "null"], minimum=1),
@@ -290,14 +292,52 @@ LANE_SCHEMA = _obj({
     "requirements": _obj({
         "swap_required": _BOOL,
         "driver_min": _t(["integer", "null"], minimum=0),
-        "gpu_name": _t(["string", "null"]),
+        "gpu_name": _t(["string", "null"], **{"x-kind": "text"}),
         "disk_gib": _t(["number", "object"], minimum=0),
         "mem_total_gib_min": _t(["number", "null"], minimum=0),
     }),
 }, required=("name", "description", "platform", "tensor_parallel_size", "image", "checkpoint", "container",
              "serve"))
 
-_VALIDATOR = jsonschema.Draft202012Validator(LANE_SCHEMA) if HAS_JSONSCHEMA else None
+def _kind_schema(spec):
+    return {"x-kind": spec}
+
+
+def _x_kind(validator, spec, instance, schema):
+    """Our keyword: the value is checked by its kind (module_utils/kinds.py), the same rules as every option."""
+    if instance is None:
+        return
+    try:
+        kinds.check(spec, _plain(instance))
+    except kinds.Refusal as e:
+        yield jsonschema.ValidationError("%s (kind %s); %s" % (e.rule, kinds.normalise(spec)[0], e.fix))
+
+
+def _full_pattern(validator, pattern, instance, schema):
+    """'pattern' as a full-string match: jsonschema searches, and '$' also matches before a final newline."""
+    if isinstance(instance, str) and not re.fullmatch(pattern, instance):
+        yield jsonschema.ValidationError("%r does not match %s" % (instance, pattern))
+
+
+def _strict_integer(checker, instance):
+    # JSON Schema counts 131072.0 as an integer; a lane means an int there
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _strict_number(checker, instance):
+    return (isinstance(instance, (int, float)) and not isinstance(instance, bool)
+            and not (isinstance(instance, float) and (math.isnan(instance) or math.isinf(instance))))
+
+
+if HAS_JSONSCHEMA:
+    _LaneValidator = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        validators={"x-kind": _x_kind, "pattern": _full_pattern},
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {"integer": _strict_integer, "number": _strict_number}))
+    _VALIDATOR = _LaneValidator(LANE_SCHEMA)
+else:
+    _VALIDATOR = None
 
 
 GIB = 1024 ** 3
@@ -366,6 +406,8 @@ def _schema_messages(error):
     if kind == "pattern":
         hint = hint or "; use letters, digits and the separators the key allows"
         return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint)]
+    if kind == "x-kind":
+        return ["%s: %r %s" % (where, _plain(value), error.message)]
     if kind == "propertyNames":
         return ["%s: key %r is not a valid name (%s)" % (where, _plain(value), ENV_NAME)]
     # allOf/if-then and anything else: the validator's own words, with the path.

@@ -41,6 +41,8 @@ import os
 import re
 import stat
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.escape import exports_path
+
 MANIFEST_FORMAT = 1
 CONFIG = "config.json"
 ORIG_SUFFIX = ".orig"
@@ -743,7 +745,8 @@ def exports_line(path, clients, crossmnt=False, extra=None):
     if crossmnt:
         opts.append("crossmnt")
     opts.extend(extra or [])
-    return "%s %s" % (path, " ".join("%s(%s)" % (c, ",".join(opts)) for c in clients))
+    # exports(5) escapes: a path with a space or '#' stays one field (module_utils/escape.py)
+    return "%s %s" % (exports_path(path), " ".join("%s(%s)" % (c, ",".join(opts)) for c in clients))
 
 
 def parse_exports(text):

@@ -155,9 +155,9 @@ def test_layout_errors_are_exact():
 @pytest.mark.parametrize("override,message", [
     ({"serve": {"kv_cache_dtype": "fp4"}}, "serve.kv_cache_dtype: 'fp4' is not one of auto, bfloat16, fp8,"),
     ({"serve": {"max_model_len": 10 ** 12}}, "serve.max_model_len: 1000000000000 is above the maximum 1048576"),
-    ({"checkpoint": {"host_path": "rel/path"}}, "checkpoint.host_path: 'rel/path' does not match"),
+    ({"checkpoint": {"host_path": "rel/path"}}, "checkpoint.host_path: 'rel/path' is not an absolute path"),
     ({"container": {"memory": "512"}}, "container.memory: '512' does not match"),
-    ({"container": {"name": "a b"}}, "container.name: 'a b' does not match"),
+    ({"container": {"name": "a b"}}, "container.name: 'a b' is not a Docker container name"),
     ({"container": {"env": {"A": None}}}, "container.env.A: expected str or int or float, got null (None)"),
     ({"serve": {"extra_args": ["--kv-cache-dtype=fp8"]}},
      "serve.extra_args[0]: '--kv-cache-dtype=fp8' repeats --kv-cache-dtype"),

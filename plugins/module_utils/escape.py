@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) dgxspark.vllm contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Escaping per file kind, and the checks a rendered file must pass before it is installed (docs/inputs.md).
+
+The kinds (module_utils/kinds.py) refuse almost every hostile value on the controller; these functions are the
+second wall: each writes one value into one file kind so that it stays one inert token there, and raises
+EscapeError for what that file kind cannot hold at all (a newline in a unit file or a sudoers rule).
+Sources: sudoers(5) (special characters escaped with a backslash), sshd(8) AUTHORIZED_KEYS FILE FORMAT (a quote
+inside command="..." is written \\"), systemd.unit(5) and systemd.service(5) (specifiers '%', '$' expansion,
+C-style escapes inside double quotes), exports(5) (octal escapes in paths), sysctl.d(5).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+
+class EscapeError(ValueError):
+    """A value the file kind cannot hold."""
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f\u2028\u2029]")
+
+
+def _one_line(value, where):
+    if not isinstance(value, str):
+        value = str(value)
+    if _CONTROL.search(value):
+        raise EscapeError("%s: %r holds a newline or another control character, which %s cannot hold as one value"
+                          % (where, value, where))
+    return value
+
+
+# --- sudoers(5): the characters with a meaning in a rule are escaped with a backslash
+# (sudoers(5) lists ! = : , ( ) and the backslash; '#' starts a comment or a uid, * ? [ ] are command wildcards)
+_SUDOERS_SPECIAL = re.compile(r"([\\,:=()!#*?\[\]\"])")
+
+
+def sudoers_word(value):
+    """A user name or command path as one sudoers word."""
+    value = _one_line(value, "a sudoers rule")
+    if not value or re.search(r"\s", value):
+        raise EscapeError("a sudoers rule: %r is empty or holds whitespace (a word ends at a space)" % value)
+    return _SUDOERS_SPECIAL.sub(r"\\\1", value)
+
+
+_SUDOERS_RULE = re.compile(r"(?P<user>(?:\\.|[^\s\\])+)\s+ALL\s*=\s*\(root\)\s+NOPASSWD:\s+(?P<cmds>.+)")
+_SUDOERS_ALIAS = re.compile(r"Cmnd_Alias\s+(?P<name>[A-Z][A-Z0-9_]*)\s*=\s*(?P<cmds>.+)")
+
+
+def _split_unescaped(text, sep):
+    out, cur, i = [], "", 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            cur += text[i:i + 2]
+            i += 2
+            continue
+        if c == sep:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += c
+        i += 1
+    out.append(cur)
+    return out
+
+
+def _unescape(word):
+    return re.sub(r"\\(.)", r"\1", word)
+
+
+def sudoers_rules(text):
+    """The rules of a rendered sudoers drop-in: [[user, [command, ...]]] for each non-comment line of the form
+    'USER ALL=(root) NOPASSWD: CMD[, CMD...]', [['Cmnd_Alias NAME', [command, ...]]] for an alias, words
+    unescaped; any other non-comment line is returned as [None, [line]], so a comparison with the intended
+    rules fails on it."""
+    rules = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or (stripped.startswith("#") and not stripped.startswith("#include")):
+            continue
+        alias = _SUDOERS_ALIAS.fullmatch(stripped)
+        m = alias or _SUDOERS_RULE.fullmatch(stripped)
+        if not m:
+            rules.append([None, [stripped]])
+            continue
+        cmds = [_unescape(c.strip()) for c in _split_unescaped(m.group("cmds"), ",")]
+        head = ("Cmnd_Alias " + m.group("name")) if alias else _unescape(m.group("user"))
+        rules.append([head, cmds])
+    return rules
+
+
+def sudoers_exact_problems(text, want):
+    """[] when the drop-in holds exactly the rules WANT ([[user or 'Cmnd_Alias NAME', [command, ...]], ...],
+    each rule root without a password) and nothing else."""
+    rules = sudoers_rules(text)
+    want = [[w[0], list(w[1])] for w in want]
+    if rules == want:
+        return []
+    return ["the rendered sudoers drop-in grants %r, not exactly %r; a value reached it unescaped: refuse it"
+            % (rules, want)]
+
+
+# --- sshd(8) authorized_keys: option values are double-quoted; only \" is an escape there
+def authorized_keys_option(value):
+    """A value inside an option's double quotes (command="...")."""
+    value = _one_line(value, "an authorized_keys option")
+    if "\\" in value:
+        # sshd keeps a backslash before anything but '"', so the result would differ from the value
+        raise EscapeError("an authorized_keys option: %r holds a backslash" % value)
+    return value.replace('"', '\\"')
+
+
+# --- systemd.service(5)
+def systemd_arg(value):
+    """One word of an ExecStart= command line: specifiers ('%') and variables ('$') made literal, quoted
+    (C-style escapes) when it holds anything but safe characters."""
+    value = _one_line(value, "a systemd unit line")
+    out = value.replace("%", "%%").replace("$", "$$")
+    if re.fullmatch(r"[A-Za-z0-9_./@+:=,-]+", out):
+        return out
+    return '"' + out.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_value(value):
+    """The value of a unit setting that is not a command line (Description=): specifiers made literal."""
+    return _one_line(value, "a systemd unit line").replace("%", "%%")
+
+
+def unit_lines_problems(text, want_keys):
+    """[] when every non-comment line of the unit is a section header or one of WANT_KEYS, each key once
+    (a value that added ExecStartPre= or a second ExecStart= fails here)."""
+    seen, problems = [], []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#") or s.startswith(";"):
+            continue
+        if re.fullmatch(r"\[[A-Za-z]+\]", s):
+            continue
+        key = s.split("=", 1)[0]
+        if key not in want_keys:
+            problems.append("the rendered unit has an unexpected line %r" % s)
+        elif key in seen:
+            problems.append("the rendered unit sets %s twice" % key)
+        seen.append(key)
+    missing = [k for k in want_keys if k not in seen]
+    if missing:
+        problems.append("the rendered unit lacks %s" % ", ".join(missing))
+    return problems
+
+
+# --- exports(5): whitespace, '#', '\\' and non-ASCII in a path written as octal escapes
+def exports_path(value):
+    value = _one_line(value, "an /etc/exports line")
+    if not value.startswith("/"):
+        raise EscapeError("an /etc/exports line: %r is not an absolute path" % value)
+    return "".join(("\\%03o" % ord(c)) if (c.isspace() or c in '\\#"' or ord(c) > 126) else c for c in value)
+
+
+# --- sysctl.d(5): one key = value line
+def sysctl_line(key, value):
+    key = _one_line(key, "a sysctl.d file")
+    if not re.fullmatch(r"[a-z0-9_]+(?:[./][a-z0-9_]+)+", key):
+        raise EscapeError("a sysctl.d file: %r is not a sysctl key" % key)
+    value = _one_line(value, "a sysctl.d file").strip()
+    if not value or value.startswith(("#", ";")):
+        raise EscapeError("a sysctl.d file: the value of %s is empty or a comment" % key)
+    return "%s = %s" % (key, value)
