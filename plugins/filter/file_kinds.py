@@ -45,5 +45,4 @@ class FilterModule(object):
             "systemd_value": _wrap(escape.systemd_value),
             "unit_lines_problems": unit_lines_problems,
             "exports_path": _wrap(escape.exports_path),
-            "sysctl_line": _wrap(escape.sysctl_line),
         }

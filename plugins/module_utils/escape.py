@@ -8,7 +8,7 @@ second wall: each writes one value into one file kind so that it stays one inert
 EscapeError for what that file kind cannot hold at all (a newline in a unit file or a sudoers rule).
 Sources: sudoers(5) (special characters escaped with a backslash), sshd(8) AUTHORIZED_KEYS FILE FORMAT (a quote
 inside command="..." is written \\"), systemd.unit(5) and systemd.service(5) (specifiers '%', '$' expansion,
-C-style escapes inside double quotes), exports(5) (octal escapes in paths), sysctl.d(5).
+C-style escapes inside double quotes), exports(5) (octal escapes in paths).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -159,14 +159,3 @@ def exports_path(value):
     if not value.startswith("/"):
         raise EscapeError("an /etc/exports line: %r is not an absolute path" % value)
     return "".join(("\\%03o" % ord(c)) if (c.isspace() or c in '\\#"' or ord(c) > 126) else c for c in value)
-
-
-# --- sysctl.d(5): one key = value line
-def sysctl_line(key, value):
-    key = _one_line(key, "a sysctl.d file")
-    if not re.fullmatch(r"[a-z0-9_]+(?:[./][a-z0-9_]+)+", key):
-        raise EscapeError("a sysctl.d file: %r is not a sysctl key" % key)
-    value = _one_line(value, "a sysctl.d file").strip()
-    if not value or value.startswith(("#", ";")):
-        raise EscapeError("a sysctl.d file: the value of %s is empty or a comment" % key)
-    return "%s = %s" % (key, value)

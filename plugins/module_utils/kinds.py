@@ -108,14 +108,16 @@ def _number(value, integer, lo=None, hi=None):
         if isinstance(value, float):
             raise Refusal("must be an integer, got the float %r" % value,
                           "write it without a decimal point, e.g. %s" % (
-                              int(value) if value == value and not math.isinf(value) else 30))
+                              int(value) if math.isfinite(value) else 30))
         if not isinstance(value, int):
             raise Refusal("must be an integer, got %s" % _type_name(value),
-                          "write an unquoted integer (YAML, or group_vars instead of INI [vars]), e.g. 30")
+                          "write an unquoted integer in YAML, or -e as JSON: -e '{\"key\": 30}' (-e key=30 and INI [vars] "
+                          "hand over strings)")
     else:
         if not isinstance(value, (int, float)):
             raise Refusal("must be a number, got %s" % _type_name(value),
-                          "write an unquoted number (YAML, or group_vars instead of INI [vars]), e.g. 30")
+                          "write an unquoted number in YAML, or -e as JSON: -e '{\"key\": 30}' (-e key=30 and INI [vars] "
+                          "hand over strings)")
         if math.isnan(value) or math.isinf(value):
             raise Refusal("must be a finite number, got %r" % value, "write a finite number, e.g. 30")
     if lo is not None and value < lo or hi is not None and value > hi:
@@ -373,9 +375,16 @@ def _k_choice(v, p):
         raise Refusal("is not one of %s" % ", ".join(repr(c) for c in choices), "choose one of them")
 
 
+# The strings Ansible's own bool conversion takes: `-e key=true` hands every value over as a string.
+BOOL_STRINGS = ("true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f")
+
+
 def _k_bool(v, p):
-    if not isinstance(v, bool):
-        raise Refusal("must be true or false, got %s" % _type_name(v), "write true or false, unquoted")
+    if isinstance(v, bool):
+        return
+    if isinstance(v, str) and v.lower() in BOOL_STRINGS:
+        return
+    raise Refusal("must be true or false, got %s" % _type_name(v), "write true or false")
 
 
 def _k_mapping(v, p):
@@ -390,6 +399,17 @@ def _k_env_map(v, p):
         try:
             _k_env_name(k, {})
             _k_env_value(val, {})
+        except Refusal as e:
+            raise Refusal("entry %r %s" % (k, e.rule), e.fix)
+
+
+def _k_mtu_map(v, p):
+    # interface -> MTU in bytes (the fabric's jumbo frames are 9000)
+    _k_mapping(v, p)
+    for k, val in v.items():
+        try:
+            _k_interface(k, {})
+            _number(val, True, 576, 9216)
         except Refusal as e:
             raise Refusal("entry %r %s" % (k, e.rule), e.fix)
 
@@ -424,7 +444,7 @@ KINDS = {
     "group_name": _k_group_name, "inventory_host": _k_inventory_host, "command": _k_command,
     "hf_repo": _k_hf_repo, "pip_requirement": _k_pip_requirement, "cli_option": _k_cli_option,
     "mount_options": _k_mount_options, "glob": _k_glob, "choice": _k_choice, "bool": _k_bool,
-    "mapping": _k_mapping, "env_map": _k_env_map, "list": _k_list,
+    "mapping": _k_mapping, "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list,
 }
 
 # The kinds whose values are never shown in a message.

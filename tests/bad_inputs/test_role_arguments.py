@@ -8,6 +8,8 @@ connects whatever --tags are given (SITE_CASES: vllm_ranks / vllm_health under s
 select the fabric discovery). Ranges the argument specs cannot express are asserted in the role's
 tasks/arguments.yml, also without connection (RANGE_CASES).
 """
+import json
+
 import pytest
 
 from .conftest import assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory, write_inventory
@@ -53,39 +55,35 @@ SITE_CASES = [
 
 # Ranges meta/argument_specs.yml cannot express: an assert at the start of the role, on the controller (no
 # connection), refuses them before the first node task.
+# Typed values (-e as JSON): each is refused by its kind (meta/kinds.yml) or by the role's own relation checks.
 RANGE_CASES = [
-    ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", "-4",
-     "node_prep_swap_size_gib is -4; it must be an int >= 1 (GiB of the swap file node_prep creates, "
-     "docs/node-prep.md; DGX OS ships 15-16 GiB). Set node_prep_swap_size_gib: 16 (the default), or node_prep_swap_create: false "
-     "to create no swap file."),
-    ("swap-size-zero", "node_prep", "node_prep_swap_size_gib", "0",
-     "node_prep_swap_size_gib is 0; it must be an int >= 1"),
-    ("swappiness-250", "node_prep", "node_prep_swappiness", "250",
-     "node_prep_swappiness is 250; vm.swappiness takes 0..200 (the kernel refuses other values). Set "
-     "node_prep_swappiness: 0 (the T2/T4 rule, the default) or 60 (the N3 fleet's override, docs/node-prep.md)."),
-    ("swappiness-negative", "node_prep", "node_prep_swappiness", "-1",
-     "node_prep_swappiness is -1; vm.swappiness takes 0..200"),
-    ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", "100000",
-     "rdma_fabric_mtu is 100000; it must be 0 (only check that every rank has the same MTU) or an Ethernet MTU in "
-     "1280..9216 bytes (the fabric runs jumbo frames, 9000, docs/rdma.md). Set rdma_fabric_mtu: 9000 (the "
-     "default)."),
-    ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", "576", "rdma_fabric_mtu is 576; it must be 0"),
+    ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", -4,
+     "node_prep_swap_size_gib = -4 is outside 1..1024 (kind integer); choose a value in 1..1024. Fix the variable(s) "
+     "in the inventory or -e; no node was touched."),
+    ("swap-size-zero", "node_prep", "node_prep_swap_size_gib", 0, "node_prep_swap_size_gib = 0 is outside 1..1024"),
+    ("swappiness-250", "node_prep", "node_prep_swappiness", 250, "node_prep_swappiness = 250 is outside 0..200"),
+    ("swappiness-negative", "node_prep", "node_prep_swappiness", -1, "node_prep_swappiness = -1 is outside 0..200"),
+    ("swappiness-digits-string", "node_prep", "node_prep_swappiness", "10",
+     "node_prep_swappiness = '10' must be an integer, got a string (kind integer)"),
+    ("fabric-mtu-100000", "rdma_fabric", "rdma_fabric_mtu", 100000, "rdma_fabric_mtu = 100000 is outside 0..9216"),
+    ("fabric-mtu-576", "rdma_fabric", "rdma_fabric_mtu", 576, "rdma_fabric_mtu is 576; it must be 0"),
     # host bits set: refused by the controller checks (rdma_fabric's arguments.yml), with the subnet it meant
     ("fabric-cidr-host-bits", "rdma_fabric", "rdma_fabric_cidr", "10.10.0.5/24",
      "rdma_fabric_cidr is 10.10.0.5/24; it must be the fabric's IPv4 subnet in CIDR form with the host bits zero "
      "(for example 10.10.0.0/24, i.e. 10.10.0.0/24)."),
-    # the discovery runs under --tags vllm_ranks too: its MTU check comes first
-    ("fabric-mtu-under-vllm-ranks", "vllm_ranks", "rdma_fabric_mtu", "100000",
-     "rdma_fabric_mtu is 100000; it must be 0"),
-    # the watchdog's ranges: site.yml's preflight play runs the role's validate entry point (no connection)
-    ("watchdog-interval-zero", "vllm_watchdog", "vllm_watchdog_interval_s", "0",
-     "vllm_watchdog_interval_s = 0 is outside 1..3600. Fix the variable(s) in the inventory or -e; no node was "
-     "touched."),
-    ("watchdog-window-below-interval", "vllm_watchdog", "vllm_watchdog_window_s", "5",
-     "vllm_watchdog_window_s = 5 is outside 30.0..86400"),
-    ("watchdog-strikes-zero", "vllm_watchdog", "vllm_watchdog_max_failed_restarts", "0",
+    # the discovery runs under --tags vllm_ranks too: the controller checks come first
+    ("fabric-mtu-under-vllm-ranks", "vllm_ranks", "rdma_fabric_mtu", 100000, "rdma_fabric_mtu = 100000 is outside 0..9216"),
+    # the watchdog's: site.yml's controller checks run the role's arguments entry point (no connection)
+    ("watchdog-interval-zero", "vllm_watchdog", "vllm_watchdog_interval_s", 0,
+     "vllm_watchdog_interval_s = 0 is outside 1..3600 (kind duration); choose a value in 1..3600. Fix the variable(s) "
+     "in the inventory or -e; no node was touched."),
+    ("watchdog-interval-nan", "vllm_watchdog", "vllm_watchdog_interval_s", float("nan"),
+     "vllm_watchdog_interval_s = nan must be a finite number"),
+    ("watchdog-window-below-interval", "vllm_watchdog", "vllm_watchdog_window_s", 5,
+     "vllm_watchdog_window_s = 5 is shorter than vllm_watchdog_interval_s = 30.0"),
+    ("watchdog-strikes-zero", "vllm_watchdog", "vllm_watchdog_max_failed_restarts", 0,
      "vllm_watchdog_max_failed_restarts = 0 is outside 1..100"),
-    ("watchdog-power-floor-negative", "vllm_watchdog", "vllm_watchdog_power_floor_w", "-5",
+    ("watchdog-power-floor-negative", "vllm_watchdog", "vllm_watchdog_power_floor_w", -5,
      "vllm_watchdog_power_floor_w = -5 is outside 1..1000"),
 ]
 
@@ -111,7 +109,9 @@ def test_serve_role_variable_is_refused_under_site(tmp_path, case, tag, var, val
 
 @pytest.mark.parametrize("case,tag,var,value,expected", RANGE_CASES, ids=[c[0] for c in RANGE_CASES])
 def test_out_of_range_variable_is_refused(tmp_path, case, tag, var, value, expected):
-    rc, out = _run(tmp_path, tag, var, value)
+    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
+    # YAML reads .nan as a float, NaN as a string
+    rc, out = run_playbook(inv, "site.yml", tags=tag, args=("-e", json.dumps({var: value}).replace("NaN", ".nan")))
     assert_refused_untouched(rc, out, expected)
     assert "host node-a: " + expected in out, out
 
@@ -135,17 +135,17 @@ def test_names_for_sudoers_and_fstab_are_refused(tmp_path):
                                                          "vllm_lane_overrides": {"tensor_parallel_size": 8}})
     rc, out = run_playbook(inv, "site.yml", tags="node_prep")
     messages = host_messages(out)
-    for case in SUDOERS_FSTAB:
-        assert_refused_untouched(rc, out, "host %s: a name that node_prep writes into sudoers or /etc/fstab is "
-                                          "malformed" % host_name(case))
-        assert "Fix the value in the inventory" in messages.get(host_name(case), ""), messages.get(host_name(case))
+    for case, values in SUDOERS_FSTAB.items():
+        mine = messages.get(host_name(case), "")
+        assert_refused_untouched(rc, out, "host %s: %s = " % (host_name(case), list(values)[0]))
+        assert "(kind " in mine and "no node was touched" in mine, mine
 
 
 def test_netplan_persist_without_an_mtu_is_refused(tmp_path):
     """Persisting the fabric MTU needs one (rdma_fabric_mtu 0 only compares the ranks): refused before any node."""
     inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
     rc, out = run_playbook(inv, "site.yml", tags="rdma_fabric",
-                           extra_vars={"rdma_fabric_mtu": "0", "rdma_fabric_netplan_persist": "true"})
+                           args=("-e", json.dumps({"rdma_fabric_mtu": 0, "rdma_fabric_netplan_persist": True})))
     assert_refused_untouched(rc, out, "rdma_fabric_netplan_persist is on but rdma_fabric_mtu is 0; the netplan file "
                                       "needs the MTU to keep. Set rdma_fabric_mtu: 9000, or "
                                       "rdma_fabric_netplan_persist: false.")

@@ -70,12 +70,10 @@ def _walk(schema, path=()):
         return
     yield path, schema
     for key, sub in (schema.get("properties") or {}).items():
-        for item in _walk(sub, path + (key,)):
-            yield item
+        yield from _walk(sub, path + (key,))
     for word in ("items", "additionalProperties", "propertyNames"):
         if isinstance(schema.get(word), dict):
-            for item in _walk(schema[word], path + ("<%s>" % word,)):
-                yield item
+            yield from _walk(schema[word], path + ("<%s>" % word,))
 
 
 def test_every_lane_string_has_a_rule():
