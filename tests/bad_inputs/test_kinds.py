@@ -17,7 +17,6 @@ INJECTIONS = {
     "config-specifier": ({"vllm_watchdog_config_file": "/etc/%h/watchdog.json"},
                          "vllm_watchdog_config_file = '/etc/%h/watchdog.json' is not an absolute path"),
     "service-semicolon": ({"vllm_watchdog_service": "a;b"}, "vllm_watchdog_service = 'a;b' is not a systemd unit name"),
-    "deploy-user-trailing-newline": ({"node_prep_deploy_user": "spark\n"}, "node_prep_deploy_user = 'spark\\n' holds a newline"),
 }
 NUMBERS = {
     "interval-nan": ({"vllm_watchdog_interval_s": float("nan")}, "vllm_watchdog_interval_s = nan must be a finite number"),
@@ -26,16 +25,22 @@ NUMBERS = {
     "settle-above-spark-memory": ({"vllm_watchdog_settle_min_available_gib": 500},
                                   "vllm_watchdog_settle_min_available_gib = 500 is outside 0..121"),
     "cycles-integral-float": ({"vllm_watchdog_confirm_cycles": 2.0}, "vllm_watchdog_confirm_cycles = 2.0 must be an integer"),
-    "swappiness-digits-string": ({"node_prep_swappiness": "10"}, "node_prep_swappiness = '10' must be an integer"),
     "mtu-map-traversal": ({"vllm_watchdog_ready_mtu": {"../../../etc": 9000}}, "entry '../../../etc' is not an interface"),
-    "mtu-bool": ({"rdma_fabric_mtu": True}, "rdma_fabric_mtu = True must be a number, got a bool"),
+}
+# node_prep's, checked before the watchdog's (controller_checks.yml runs the roles' arguments in site order)
+NODE_PREP = {
+    "deploy-user-trailing-newline": ({"node_prep_deploy_user": "spark\n"}, "node_prep_deploy_user = 'spark\\n' holds a newline"),
+    "swappiness-digits-string": ({"node_prep_swappiness": "10"}, "node_prep_swappiness = '10' must be an integer"),
+    "swap-size-bool": ({"node_prep_swap_size_gib": True}, "node_prep_swap_size_gib = True must be a number, got a bool"),
 }
 
 
-@pytest.mark.parametrize("cases", [INJECTIONS, NUMBERS], ids=["injections", "numbers"])
+# Every host of one run fails at the same task (any_errors_fatal stops the play after it): one role per run,
+# one host per case, the lane's tensor-parallel size the number of hosts.
+@pytest.mark.parametrize("cases", [INJECTIONS, NUMBERS, NODE_PREP], ids=["injections", "numbers", "node_prep"])
 def test_each_value_is_refused_by_its_kind_on_its_host(tmp_path, cases):
     inv = write_case_inventory(tmp_path, {c: v[0] for c, v in cases.items()},
-                               {"vllm_lane": "sim_cpu_tp2", "vllm_lane_overrides": {"tensor_parallel_size": 8}})
+                               {"vllm_lane": "sim_cpu_tp2", "vllm_lane_overrides": {"tensor_parallel_size": len(cases)}})
     rc, out = run_playbook(inv, "playbooks/validate.yml")
     messages = host_messages(out)
     for case, value in cases.items():
