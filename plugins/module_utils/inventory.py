@@ -5,7 +5,7 @@
 
 Run by playbooks/controller_checks.yml before any connection: the spark_cluster group exists and has
 hosts, no two hosts share one SSH address (in any spelling), the collection's variables are spelled as
-its roles declare them, and secrets are single tokens. The rank layout against the lane's
+its roles declare them, and secrets pass inputs.secret_problem. The rank layout against the lane's
 tensor-parallel size is lane.validate_inventory.
 """
 
@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import difflib
 import re
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import secret_problem
 
 try:
     import netaddr
@@ -91,18 +93,12 @@ def variable_errors(host, names, known):
 
 
 def secret_errors(host, secrets):
-    """secrets: {name: value}. Whitespace or a newline in a secret is refused; the value is never shown."""
+    """secrets: {name: value}, checked by inputs.secret_problem (the modules' rule); the value is never shown."""
     errors = []
     for name in sorted(secrets):
-        value = secrets[name]
-        if value in (None, ""):
-            continue
-        if not isinstance(value, str):
-            errors.append("host %s: %s must be a string (a %s was given); quote it" % (host, name, type(value).__name__))
-        elif re.search(r"\s", value):
-            errors.append("host %s: %s contains whitespace or a newline (the value is not shown); a key or token is "
-                          "one word: remove the spaces/newline, e.g. a trailing newline from a file lookup (| trim)"
-                          % (host, name))
+        problem = secret_problem(name, secrets[name])
+        if problem:
+            errors.append("host %s: %s" % (host, problem))
     return errors
 
 
