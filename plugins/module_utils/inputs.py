@@ -17,8 +17,16 @@ _SECRET = re.compile(r"[!#-&(-_a-~]+")  # 0x21-0x7e without " ' `
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 
 
+class Undecryptable(object):
+    """Stands for a vault-encrypted value that no given vault secret decrypts (the controller checks read it)."""
+
+
 def secret_problem(name, value):
     """None when a secret is absent or one acceptable token; else a message that does not contain the value."""
+    if isinstance(value, Undecryptable):
+        return ("%s is vault-encrypted and does not decrypt with the vault secrets given: run with --ask-vault-pass or "
+                "--vault-password-file (the vault id it was encrypted with), or encrypt it again: ansible-vault "
+                "encrypt_string --name %s" % (name, name))
     if value is None or value == "":
         return None
     if not isinstance(value, str):

@@ -42,6 +42,11 @@ def address_key(address):
     """
     text = str(address).strip()
     host = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if "%" in host:
+        # a zone id names an interface of this controller; ssh takes it, the head's URLs (http://<host>:<port>) do not
+        return host.lower(), ("is an IPv6 address with a zone id (%%%s): the zone names one machine's interface, "
+                              "and the URLs built from the head's ansible_host cannot carry it. Give the node's "
+                              "routable address (IPv4 or global IPv6) or its host name" % host.split("%", 1)[1])
     host = host.lower().rstrip(".")
     if _LEADING_ZERO_V4.match(host) and any(len(p) > 1 and p.startswith("0") for p in host.split(".")):
         return host, ("has a leading zero in an octet, which ssh's resolver may read as octal; write it without "
@@ -102,11 +107,14 @@ def secret_errors(host, secrets):
     return errors
 
 
-def inventory_problems(hosts, known, group="spark_cluster", sources=None):
+def inventory_problems(hosts, known, group="spark_cluster", sources=None, refused=None):
     """All controller-side inventory errors.
 
-    hosts: [{name, address, port, variables (names), secrets ({name: value})}] of group; known: declared names.
+    hosts: [{name, address, port, variables (names), secrets ({name: value})}] of group; known: declared names;
+    refused: what the shape_guard inventory plugin found (it left those sources empty, so they come alone).
     """
+    if refused:
+        return [str(r) for r in refused]
     if not hosts:
         return ["the inventory (%s) has no host in group %s: it did not parse (see Ansible's warnings above) or "
                 "defines no %s group. Check it with: ansible-inventory -i <inventory> --graph %s"

@@ -52,3 +52,11 @@ def test_pattern_is_matched_in_full():
     for bad in ("20260101T000000Z\n", "../20260101T000000Z", "20260101T000000Z/..", 20260101):
         assert pattern_problem("doctor_stamp", bad, stamp, "YYYYmmddTHHMMSSZ", "unset it").endswith(
             "is not of the form YYYYmmddTHHMMSSZ; nothing was changed. Fix: unset it"), bad
+
+
+def test_vault_value_that_did_not_decrypt_is_named_with_its_fix():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import Undecryptable
+    assert secret_problem("model_weights_hf_token", Undecryptable()) == (
+        "model_weights_hf_token is vault-encrypted and does not decrypt with the vault secrets given: run with "
+        "--ask-vault-pass or --vault-password-file (the vault id it was encrypted with), or encrypt it again: "
+        "ansible-vault encrypt_string --name model_weights_hf_token")
