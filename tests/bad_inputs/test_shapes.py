@@ -8,6 +8,7 @@ not decrypt, secrets with quotes or beyond the length bound, a playbook's own ba
 """
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -240,3 +241,13 @@ def test_watchdog_playbook_fails_on_a_misspelt_head_group(tmp_path):
     rc, out = run_playbook(_write(tmp_path, "hosts.yml", yaml.safe_dump(inv)), "playbooks/watchdog.yml",
                            timeout=HANG_S)
     assert_refused_untouched(rc, out, "group vllm_head has 0 hosts (none); it must hold exactly one host, rank 0")
+
+
+def test_restart_accepts_its_own_values(tmp_path):
+    """The parameter check passes the values restart.yml sets itself (the run then stops at the unreachable head)."""
+    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
+    rc, out = run_playbook(inv, "playbooks/restart.yml", args=["-e", "vllm_ranks_state=started", "-e",
+                                                               "vllm_ranks_force_restart=true"], timeout=HANG_S)
+    assert "is not one of" not in out and "Traceback" not in out, out
+    assert re.search(r"are not overridden\] \**\s*ok: \[localhost\]", out), out
+    assert rc != 0  # every node is the ssh recorder's
