@@ -14,6 +14,8 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import Undecryptable
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inventory import SECRET_VARIABLES
 from ansible_collections.dgxspark.vllm.plugins.module_utils.inventory import inventory_problems as _problems
 from ansible_collections.dgxspark.vllm.plugins.module_utils.lane import value_type
 
@@ -40,10 +42,26 @@ def declared_variables(root=_COLLECTION):
     return out
 
 
-def inventory_problems(hosts, sources=None, group="spark_cluster"):
+def _secrets(host_vars):
+    """The secrets of one host, read here so that one that does not decrypt is named, not a template error."""
+    out = {}
+    for name in SECRET_VARIABLES:
+        try:
+            value = host_vars.get(name)
+            out[name] = None if value is None else str(value)
+        except Exception:  # pylint: disable=broad-except  # a vault error's type differs between Ansible versions
+            out[name] = Undecryptable()
+    return out
+
+
+def inventory_problems(hosts, sources=None, group="spark_cluster", refused=None, hostvars=None):
     if not isinstance(hosts, list):
         raise AnsibleFilterError("inventory_problems: expected a list of hosts, got %s" % value_type(hosts))
-    return _problems(hosts, declared_variables(), group, sources)
+    if hostvars is not None:
+        hosts = [dict(h, secrets=_secrets(hostvars[h["name"]])) for h in hosts]
+    if refused is not None and not isinstance(refused, list):
+        raise AnsibleFilterError("inventory_problems: refused must be a list, got %s" % value_type(refused))
+    return _problems(hosts, declared_variables(), group, sources, refused)
 
 
 class FilterModule(object):

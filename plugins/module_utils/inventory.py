@@ -5,7 +5,7 @@
 
 Run by playbooks/controller_checks.yml before any connection: the spark_cluster group exists and has
 hosts, no two hosts share one SSH address (in any spelling), the collection's variables are spelled as
-its roles declare them, and secrets are single tokens. The rank layout against the lane's
+its roles declare them, and secrets pass inputs.secret_problem. The rank layout against the lane's
 tensor-parallel size is lane.validate_inventory.
 """
 
@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import difflib
 import re
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import secret_problem
 
 try:
     import netaddr
@@ -40,6 +42,11 @@ def address_key(address):
     """
     text = str(address).strip()
     host = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if "%" in host:
+        # a zone id names an interface of this controller; ssh takes it, the head's URLs (http://<host>:<port>) do not
+        return host.lower(), ("is an IPv6 address with a zone id (%%%s): the zone names one machine's interface, "
+                              "and the URLs built from the head's ansible_host cannot carry it. Give the node's "
+                              "routable address (IPv4 or global IPv6) or its host name" % host.split("%", 1)[1])
     host = host.lower().rstrip(".")
     if _LEADING_ZERO_V4.match(host) and any(len(p) > 1 and p.startswith("0") for p in host.split(".")):
         return host, ("has a leading zero in an octet, which ssh's resolver may read as octal; write it without "
@@ -91,26 +98,23 @@ def variable_errors(host, names, known):
 
 
 def secret_errors(host, secrets):
-    """secrets: {name: value}. Whitespace or a newline in a secret is refused; the value is never shown."""
+    """secrets: {name: value}, checked by inputs.secret_problem (the modules' rule); the value is never shown."""
     errors = []
     for name in sorted(secrets):
-        value = secrets[name]
-        if value in (None, ""):
-            continue
-        if not isinstance(value, str):
-            errors.append("host %s: %s must be a string (a %s was given); quote it" % (host, name, type(value).__name__))
-        elif re.search(r"\s", value):
-            errors.append("host %s: %s contains whitespace or a newline (the value is not shown); a key or token is "
-                          "one word: remove the spaces/newline, e.g. a trailing newline from a file lookup (| trim)"
-                          % (host, name))
+        problem = secret_problem(name, secrets[name])
+        if problem:
+            errors.append("host %s: %s" % (host, problem))
     return errors
 
 
-def inventory_problems(hosts, known, group="spark_cluster", sources=None):
+def inventory_problems(hosts, known, group="spark_cluster", sources=None, refused=None):
     """All controller-side inventory errors.
 
-    hosts: [{name, address, port, variables (names), secrets ({name: value})}] of group; known: declared names.
+    hosts: [{name, address, port, variables (names), secrets ({name: value})}] of group; known: declared names;
+    refused: what the shape_guard inventory plugin found (it left those sources empty, so they come alone).
     """
+    if refused:
+        return [str(r) for r in refused]
     if not hosts:
         return ["the inventory (%s) has no host in group %s: it did not parse (see Ansible's warnings above) or "
                 "defines no %s group. Check it with: ansible-inventory -i <inventory> --graph %s"

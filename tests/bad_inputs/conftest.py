@@ -6,9 +6,11 @@ assert_refused_untouched fails on it. The refusal must come before the first con
 """
 import os
 import re
+import signal
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -47,10 +49,11 @@ def ssh_recorder(directory):
     return script, log
 
 
-def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=()):
+def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=(), timeout=240):
     """Run ansible-playbook from the collection root; return (rc, whitespace-flattened output).
 
-    A refusal that came after an SSH attempt is reported in the output as SSH_ATTEMPTED.
+    A refusal that came after an SSH attempt is reported in the output as SSH_ATTEMPTED. A run that outlasts
+    timeout fails the test as a hang (its whole process group is killed, forks included).
     """
     script, log = ssh_recorder(os.path.dirname(inventory))
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook] + list(args)
@@ -60,9 +63,16 @@ def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=()):
         cmd += ["-e", "%s=%s" % (key, value)]
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_TIMEOUT="5",
                ANSIBLE_SSH_EXECUTABLE=script, PATH=BIN + os.pathsep + os.environ["PATH"])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail("ansible-playbook %s hung: no result within %d s\n%s" % (playbook, timeout, stdout[-3000:]))
     # The YAML callback doubles quotes inside single-quoted strings; undo it so messages read as written.
-    out = " ".join((proc.stdout + proc.stderr).split()).replace("''", "'")
+    out = " ".join((stdout + stderr).split()).replace("''", "'")
     if os.path.exists(log):
         with open(log) as f:
             out += " SSH_ATTEMPTED: " + " | ".join(f.read().splitlines())

@@ -73,7 +73,7 @@ BAD = [
     ("override-wrong-type", TWO, {"vllm_lane": "sim_cpu_tp2", "vllm_lane_overrides": {"serve": {"max_model_len": "big"}}},
      None, "serve.max_model_len: expected int, got string ('big')"),
     ("override-not-a-mapping", TWO, {"vllm_lane": "sim_cpu_tp2", "vllm_lane_overrides": ["serve"]},
-     None, "vllm_lane_overrides must be a mapping of lane keys, got list"),
+     None, "vllm_lane_overrides must be a mapping of lane keys, e.g. {\"serve\": {\"max_model_len\": 8192}}; a list was given"),
     ("rank-as-bool", {"node-a": {"vllm_rank": 0}, "node-b": {"vllm_rank": True}}, None, None,
      "host node-b: vllm_rank must be an integer, got bool True"),
 ]

@@ -63,3 +63,13 @@ def test_secret_with_whitespace_is_refused_without_its_value(value):
 def test_empty_inventory_names_the_sources():
     assert inventory_problems([], [], sources=["/x/hosts.yml"])[0].startswith(
         "the inventory (/x/hosts.yml) has no host in group spark_cluster: it did not parse")
+
+
+def test_ipv6_zone_id_is_refused_and_shape_guard_refusals_come_alone():
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.inventory import address_errors
+    assert address_errors([{"name": "n1", "address": "fe80::1%enP7s7"}, {"name": "n2", "address": "2001:db8::2"}]) == [
+        "host n1: ansible_host fe80::1%enP7s7 is an IPv6 address with a zone id (%enP7s7): the zone names one "
+        "machine's interface, and the URLs built from the head's ansible_host cannot carry it. Give the node's "
+        "routable address (IPv4 or global IPv6) or its host name"]
+    assert inventory_problems([], [], refused=["h.yml line 3: key a is given twice"]) == [
+        "h.yml line 3: key a is given twice"]
