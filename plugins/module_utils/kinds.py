@@ -25,6 +25,8 @@ import ipaddress
 import math
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import secret_problem
+
 MAX_LEN = 4096
 
 # --- the full-string rules (always used with re.fullmatch: '$' would also match before a final newline)
@@ -54,7 +56,6 @@ CLI_OPTION = r"--[a-z][a-z0-9-]{0,63}(?:=[A-Za-z0-9_.,:/=@+-]{1,255})?"
 MOUNT_OPTS = r"[a-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?(?:,[a-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?)*"
 # a shell-free glob of file names (huggingface allow_patterns)
 GLOB = r"[A-Za-z0-9_.*?\[\]/@+-]{1,255}"
-SECRET = r"[!#-&(-~]{1,4096}"  # printable ASCII without space, '"' and "'" (0x21, 0x23-0x26, 0x28-0x7e)
 
 # A single printable line: no control characters (newline, tab, NUL, ESC, DEL), no Unicode line or
 # paragraph separators, no bidirectional overrides.
@@ -272,15 +273,11 @@ def _k_env_value(v, p):
 
 
 def _k_secret(v, p):
-    if isinstance(v, bool) or not isinstance(v, str):
-        raise Refusal("must be a string, got %s" % _type_name(v), "quote it")
-    if v == "":
-        return
-    if len(v) > 4096:
-        raise Refusal("is longer than 4096 characters", "check the value (a whole file was read?)")
-    if not re.fullmatch(SECRET, v):
-        raise Refusal("holds whitespace, a quote, a newline or a non-ASCII character",
-                      "a key or token is one word of printable ASCII: remove them (| trim after a file lookup)")
+    # the one secret rule (module_utils/inputs.py), also used by the modules and the inventory checks
+    msg = secret_problem("the value", v)
+    if msg:
+        rule, _, fix = msg.partition(";")
+        raise Refusal(rule.replace("the value ", "", 1), fix.strip() or "see docs/inputs.md")
 
 
 def _k_duration(v, p):
@@ -369,6 +366,10 @@ def _k_glob(v, p):
           "e.g. *.safetensors")
 
 
+def _k_timestamp(v, p):
+    _full(r"[0-9]{8}T[0-9]{6}Z", _text(v, 16), "is not a UTC stamp YYYYmmddTHHMMSSZ", "e.g. 20260101T000000Z, or leave it unset")
+
+
 def _k_choice(v, p):
     choices = p.get("choices") or []
     if v not in choices or isinstance(v, bool) != any(isinstance(c, bool) for c in choices if c == v):
@@ -443,7 +444,7 @@ KINDS = {
     "size": _k_size, "file_mode": _k_file_mode, "regex": _k_regex, "token": _k_token,
     "group_name": _k_group_name, "inventory_host": _k_inventory_host, "command": _k_command,
     "hf_repo": _k_hf_repo, "pip_requirement": _k_pip_requirement, "cli_option": _k_cli_option,
-    "mount_options": _k_mount_options, "glob": _k_glob, "choice": _k_choice, "bool": _k_bool,
+    "mount_options": _k_mount_options, "glob": _k_glob, "timestamp": _k_timestamp, "choice": _k_choice, "bool": _k_bool,
     "mapping": _k_mapping, "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list,
 }
 

@@ -38,7 +38,7 @@ NAMING = [
 PATHS = ["../../../etc", "/var/../etc/shadow", "relative/path", "/a//b", "/a/./b"]
 NUMBERS = [float("nan"), float("inf"), float("-inf"), True, False, "30", "3e2", None, 1e308, -1e308]
 INTEGERS = [2.0, 2.5, "2", True]
-SECRETS = ['ab"cd', "ab cd", "ab\ncd", "ab'cd", "kéy", "a" * 4097, 12345]
+SECRETS = ['ab"cd', "ab cd", "ab\ncd", "ab'cd", "ab`cd", "kéy", "a" * 513, "$ANSIBLE_VAULT;1.1;AES256", 12345]
 
 STRING_KINDS = {"text", "raw_text", "unix_user", "unix_group", "unit_name", "abs_path", "controller_path",
                 "file_name", "file_suffix", "container_name", "image_ref", "interface", "address", "host", "cidr",
