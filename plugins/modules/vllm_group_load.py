@@ -15,7 +15,7 @@ author:
   - dgxspark.vllm maintainers (@dgxspark)
 description:
   - Writes the load record of C(module_utils/lifecycle.py) (C(load_record)) beside O(rank_spec_file) on the head
-    (C(lifecycle.load_record_path)): when the group's ranks were started and the deadline of the health gate.
+    (C(lifecycle.load_record_path)), saying when the group's ranks were started and the deadline of the health gate.
   - The watchdog reads the same file on every cycle and at its own start, so a group inside its deadline whose rank
     containers run is C(loading) and is never restarted during the load, whoever started it (docs/watchdog.md).
   - Run it once, on the head, right after the ranks were started (vllm_ranks does); a load that is not new is
@@ -35,12 +35,16 @@ options:
     default: vllm_ranks
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
+  - dgxspark.vllm.attributes.idempotent
 attributes:
   check_mode:
     support: full
     details: Reports the record it would write, writes nothing.
   diff_mode:
     support: none
+  idempotent:
+    support: none
+    details: Each call records a new load (now is its start); call it only when ranks were started.
 """
 
 EXAMPLES = r"""
