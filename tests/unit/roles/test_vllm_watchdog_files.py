@@ -368,3 +368,44 @@ def test_canaries_failing_at_health_200_and_low_power_are_wedged(monkeypatch, tm
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0:2] for line in out[:3]] == [["verdict=unknown", "action=none"]] * 2 + [
         ["verdict=wedged", "action=confirm"]]
+
+
+def _launch_fixture(name):
+    with open(os.path.join(ROOT, "tests", "fixtures", "watchdog", "launch", name)) as f:
+        return json.load(f)
+
+
+class _FakeDocker(object):
+    """DockerRank's surface verify_launch reads: cli.inspect_container_raw."""
+
+    def __init__(self, raw):
+        self.cli = self
+        self.raw = raw
+
+    def inspect_container_raw(self, name):
+        return self.raw
+
+
+def test_agent_verifies_the_launch_on_the_captured_worker():
+    """The demo fleet's worker: rendered spec and docker's inspect agree; then the three faults of issue 28."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_rank as D
+    spec = _launch_fixture("rank-worker.json")["spec"]
+    raw = _launch_fixture("inspect-worker.json")[0]
+    cfg = {"host": "spark-sim-1"}
+    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw), spec) == []
+    # a JSON-valued flag: the engine got the same JSON, spelt otherwise: as rendered
+    spec_json = dict(spec, command=spec["command"] + ["--speculative-config", '{"method":"mtp","num_speculative_tokens":2}'])
+    raw_json = json.loads(json.dumps(raw))
+    raw_json["Config"]["Cmd"] += ["--speculative-config", '{"num_speculative_tokens": 2, "method": "mtp"}']
+    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json) == []
+    raw_json["Config"]["Cmd"][-1] = '{"num_speculative_tokens": 3, "method": "mtp"}'
+    altered = AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json)
+    assert len(altered) == 1 and altered[0].startswith(
+        "spark-sim-1: rank container vllm_rank: the engine's command differs from the rendered one: argv[%d] is "
+        "'{\"num_speculative_tokens\": 3, \"method\": \"mtp\"}'" % (len(spec_json["command"]) - 1))
+    created = json.loads(json.dumps(raw))
+    created["State"].update(Status="created", Running=False)
+    created["HostConfig"]["RestartPolicy"]["Name"] = "unless-stopped"
+    errs = AGENT.verify_launch(cfg, D, _FakeDocker(created), spec)
+    assert [e.split(": ", 2)[2].split(" (")[0].split(",")[0] for e in errs] == [
+        "state is 'created'", "restart policy is 'unless-stopped'"]
