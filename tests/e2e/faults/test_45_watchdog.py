@@ -179,6 +179,60 @@ def test_kill_head_container_group_restarted_worker_first(watched):
     fleet = watched
     rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
     assert rec["serving_again_s"] > 0
+    # a stopped container is a fact (lifecycle.decide): no confirm cycles, the restart begins within 5 s
+    assert rec["restart_started_s"] <= 5.0, rec
+
+
+def test_watchdog_restarted_while_the_group_it_started_loads_no_second_restart(watched):
+    """Issue 28's first case: the head's rank killed, the watchdog restarts the group, and while the new group
+    loads the watchdog's own service is restarted. The new instance finds the load record inside its deadline
+    with every rank running: it waits (action=wait), never a second restart, and the group serves."""
+    fleet = watched
+    before = fleet.ranks()
+    t_fault = time.time()
+    node_docker(fleet.head, "kill", fleet.container)
+
+    def head_started():
+        t, m = first_line(journal(fleet, t_fault), "step=start host=%s" % fleet.head)
+        return (t, m) if t else None
+    wait_for(head_started, 600, 1, "the head's start inside the watchdog's restart")
+
+    def new_load():
+        _rc, out, _e = head_sh(fleet, "cat /var/lib/dgxspark-vllm/group-load.json", check=False)
+        try:
+            rec = json.loads(out)
+        except ValueError:
+            return None
+        return rec if rec["started"] >= t_fault and rec["done"] is None else None
+    record = wait_for(new_load, 30, 0.5, "the load record of the watchdog's restart")
+    assert record["by"] == "watchdog" and record["deadline_s"] == FAST["vllm_watchdog_health_gate_timeout_s"], record
+    t_svc = time.time()
+    head_sh(fleet, "systemctl restart %s" % SERVICE)
+
+    def served():
+        _rc, out, _e = head_sh(fleet, "cat /var/lib/dgxspark-vllm/group-load.json", check=False)
+        try:
+            return json.loads(out).get("done")
+        except ValueError:
+            return None
+    wait_for(served, 900, 3, "the load marked served by the restarted watchdog")
+    t_serving = time.time()
+    fleet.chat()
+    time.sleep(6)  # two more cycles: nothing happens once it serves
+    lines = journal(fleet, t_fault)
+    attempts = [m for _t, m in lines if "action=restart_group stamp=" in m]
+    assert len(attempts) == 1, attempts
+    t_boot, boot = first_line(journal(fleet, t_svc), "boot verdict=")
+    assert boot and "action=wait cause=loading since" in boot and "started by watchdog" in boot, boot
+    after = fleet.ranks()
+    assert all(after[n]["running"] and after[n]["id"] != before[n]["id"] for n in fleet.nodes), after
+    t_detect, _v = first_line(lines, "verdict=head_down")
+    t_act, _a = first_line(lines, "action=restart_group stamp=")
+    _record("watchdog_restarted_during_load", fault="head's rank killed, then the watchdog's service restarted while "
+            "the new group loads", verdict="head_down, then loading", boot_line=boot,
+            detected_s=round(t_detect - t_fault, 1), restart_started_s=round(t_act - t_fault, 1),
+            service_restarted_s=round(t_svc - t_fault, 1), serving_again_s=round(t_serving - t_fault, 1),
+            restarts=len(attempts))
 
 
 def test_sigkill_worker_rank_whole_group_restarted(watched):
@@ -186,6 +240,7 @@ def test_sigkill_worker_rank_whole_group_restarted(watched):
     rec = _restart_scenario(fleet, "kill_worker",
                             lambda: node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container), "rank_dead")
     assert rec["serving_again_s"] > 0
+    assert rec["restart_started_s"] <= 5.0, rec  # a fact: at once
     # the catalogue (diagnose.explain, run by the worker's agent on the log it saved) names the cause
     lines = journal(fleet, rec["t_fault"])
     _t, stop = first_line(lines, "step=stop host=%s" % fleet.worker)

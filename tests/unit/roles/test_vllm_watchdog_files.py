@@ -28,7 +28,8 @@ GOOD = {"nodes": [{"host": "h", "rank": 0, "address": "198.18.20.10"}, {"host": 
         "api_url": "http://198.18.20.10:8000", "state_dir": "/tmp/x", "interval_s": 30.0, "window_s": 120.0,
         "power_floor_w": 25.0, "busy_util_pct": 80.0, "max_failed_restarts": 3, "max_restarts": 6,
         "restart_window_s": 21600.0, "health_gate_timeout_s": 3600.0, "boot_wait_s": 1800.0, "confirm_cycles": 2,
-        "ssh_key": "/k", "ssh_user": "vllm-watchdog", "agent": "/usr/local/sbin/dgxspark-vllm-agent"}
+        "ssh_key": "/k", "ssh_user": "vllm-watchdog", "agent": "/usr/local/sbin/dgxspark-vllm-agent",
+        "rank_spec_file": "/var/lib/dgxspark-vllm/rank.json"}
 
 
 def write(tmp_path, data):
@@ -60,7 +61,7 @@ def test_missing_config_exits_2_and_says_why(tmp_path, capsys):
     assert out.startswith("refusing to start: cannot read %s" % (tmp_path / "absent.json"))
 
 
-@pytest.mark.parametrize("argv", [["status"], ["logs", "20261201T130000Z"], ["stop", "20261201T130000Z"],
+@pytest.mark.parametrize("argv", [["status"], ["container"], ["logs", "20261201T130000Z"], ["stop", "20261201T130000Z"],
                                   ["ritual"], ["start"]])
 def test_agent_accepts_its_verbs(argv):
     assert AGENT.parse_request(argv) == argv
@@ -109,11 +110,12 @@ def test_agent_explain_is_empty_when_no_entry_matches():
 def test_watchdog_names_the_cause_or_the_last_lines():
     ev = _doctor_capture("worker_killed", "spark-tp3-2")
     res = {"diagnosis": AGENT.explain(ev["logs"], ev["container"])}
-    named = WD.Watchdog.named("spark-tp3-2", res, "rank 2 had stopped (exit code 137)")
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import named as lc_named
+    named = lc_named("spark-tp3-2", res, "rank 2 had stopped (exit code 137)")
     assert named.startswith("spark-tp3-2: rank 2 had stopped (exit code 137): The rank container ended with SIGKILL")
     assert named.endswith("catalogue: rank_killed")
     res = {"diagnosis": "", "tail": ["a", "vllm: error: unrecognized arguments: --no-such-flag"]}
-    assert WD.Watchdog.named("w", res, "rank 1 did not come up (exited)") == (
+    assert lc_named("w", res, "rank 1 did not come up (exited)") == (
         "w: rank 1 did not come up (exited): no catalogue entry matches; last lines: a | "
         "vllm: error: unrecognized arguments: --no-such-flag")
 
@@ -141,7 +143,7 @@ def test_the_role_ships_every_module_util_the_programs_import():
     todo = set()
     for prog in ("dgxspark-vllm-watchdog", "dgxspark-vllm-agent"):
         todo |= _module_utils_imports(os.path.join(FILES, prog))
-    assert todo == {"verdict", "health", "docker_rank", "diagnose", "sysctl_state"}
+    assert todo == {"verdict", "health", "lifecycle", "docker_rank", "diagnose", "sysctl_state"}
     closure = set()
     while todo:
         name = todo.pop()
@@ -155,7 +157,7 @@ def _observe_with(monkeypatch, tmp_path, worker_outcome):
     """One observe() of the real Watchdog class: the head's agent answers 'running', the worker's call ends
     as worker_outcome ('timeout' or an SSH return code); /health and /metrics answer as a serving head."""
     import subprocess
-    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
     cfg = dict(GOOD, state_dir=str(tmp_path))
     running = json.dumps({"ok": True, "container": {"running": True, "exit_code": 0}})
 
@@ -166,7 +168,7 @@ def _observe_with(monkeypatch, tmp_path, worker_outcome):
             raise subprocess.TimeoutExpired(argv, kw.get("timeout"))
         return subprocess.CompletedProcess(argv, worker_outcome, b"", b"ssh: connect to host: No route to host")
     monkeypatch.setattr(WD.subprocess, "run", fake_run)
-    wd = WD.Watchdog(cfg, verdict, health)
+    wd = WD.Watchdog(cfg, verdict, health, lifecycle)
     monkeypatch.setattr(wd, "http", lambda path, body=None, timeout=10: (200, "" if path == "/metrics" else "{}"))
     v, statuses = wd.observe()
     return v, statuses["w"]
@@ -188,8 +190,8 @@ def test_an_unreachable_worker_is_a_dead_rank(monkeypatch, tmp_path):
 
 def test_the_canary_is_the_shared_request_of_several_tokens(monkeypatch, tmp_path):
     """The watchdog's canary body is health.canary_request (vllm_health sends the same): never a one-token prompt."""
-    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
-    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path), model="tiny-glm"), verdict, health)
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path), model="tiny-glm"), verdict, health, lifecycle)
     sent = []
     monkeypatch.setattr(wd, "http", lambda path, body=None, timeout=10: sent.append((path, body)) or (200, "{}"))
     assert wd.canary() == {"ok": True, "status": 200, "msg": "canary answered"}
@@ -199,9 +201,9 @@ def test_the_canary_is_the_shared_request_of_several_tokens(monkeypatch, tmp_pat
 
 def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     """playbooks/watchdog.yml action=reset writes <state_dir>/reset; the next cycle takes it."""
-    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, verdict
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
     (tmp_path / "state.json").write_text(json.dumps({"strikes": 1, "restart_times": [1.0, 2.0], "mode": "watching"}))
-    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health)
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health, lifecycle)
     assert wd.take_reset() is False and wd.state["strikes"] == 1
     (tmp_path / "gave-up.json").write_text("{}")
     (tmp_path / "reset").write_text("reset by test\n")
@@ -279,3 +281,131 @@ def test_agent_ritual_on_the_head_refuses_a_taken_port_before_any_start(monkeypa
         s.close()
     spec.write_text(json.dumps({"rank": 0, "spec": {}, "head_ports": {"api_port": port, "master_port": 1}}))
     assert AGENT.do_ritual(cfg, D)["ok"] is True
+
+
+def _wd(monkeypatch, tmp_path, containers, health=200, canary=200, **cfg):
+    """The real Watchdog over fake agents: containers {host: running True/False/None (unreachable)}; the restart
+    itself is recorded, not run (lifecycle.restart has its own tests)."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H, lifecycle, verdict
+    spec = tmp_path / "rank.json"
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path), rank_spec_file=str(spec), canary_timeout_s=1, **cfg),
+                     verdict, H, lifecycle)
+
+    def agent(node, verb, *args, **kw):
+        up = containers[node["host"]]
+        if up is None:
+            return {"ok": False, "unreachable": True, "error": "rc 255"}
+        return {"ok": True, "container": {"running": up, "exit_code": 0 if up else 137}}
+
+    def http(path, body=None, timeout=10):
+        if path == "/health":
+            return health, ""
+        if path == "/metrics":
+            return None, "refused"
+        return canary, "{}"
+    restarts = []
+    monkeypatch.setattr(wd, "agent", agent)
+    monkeypatch.setattr(wd, "http", http)
+    monkeypatch.setattr(wd, "restart_group", lambda cause: restarts.append(cause) or True)
+    return wd, restarts, spec
+
+
+def test_boot_during_a_load_inside_its_deadline_waits(monkeypatch, tmp_path, capsys):
+    """The issue's first case: the service restarted while the group it started loads; /health does not answer yet."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lifecycle
+    import time
+    wd, restarts, spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, health=None)
+    lifecycle.write_json(lifecycle.load_record_path(str(spec)), lifecycle.load_record(time.time() - 30, 600, "watchdog"))
+    wd.boot()
+    for _i in range(3):
+        wd.cycle()
+    assert restarts == []
+    out = capsys.readouterr().out
+    assert "boot verdict=head_down action=wait cause=loading since 30 s (started by watchdog), deadline in 570 s" in out
+
+
+def test_a_load_past_its_deadline_is_restarted_at_once(monkeypatch, tmp_path):
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lifecycle
+    import time
+    wd, restarts, spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, health=None)
+    lifecycle.write_json(lifecycle.load_record_path(str(spec)), lifecycle.load_record(time.time() - 700, 600, "vllm_ranks"))
+    wd.cycle()
+    assert len(restarts) == 1
+    assert restarts[0].startswith("head_down: the load started 700 s ago by vllm_ranks did not serve by its deadline")
+
+
+def test_a_rank_that_exited_is_restarted_in_the_same_cycle(monkeypatch, tmp_path):
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, {"h": True, "w": False})
+    assert wd.exited_rank() == "w"
+    wd.cycle()
+    assert restarts == ["rank_dead: rank 1 on w is not running (a tensor-parallel group cannot lose a rank, "
+                        "catalogue worker_orphaned)"]
+
+
+def test_an_unreachable_worker_is_confirmed_and_stays_the_first_cause(monkeypatch, tmp_path):
+    """The issue's second case: the worker powered off, then the head died after it; the incident names the worker."""
+    containers = {"h": True, "w": None}
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, containers)
+    wd.cycle()
+    assert restarts == []  # a probe: one confirm cycle first
+    containers["h"] = False
+    wd.cycle()
+    assert restarts == ["rank_dead: rank 1 on w does not answer (node unreachable) (a tensor-parallel group cannot "
+                        "lose a rank, catalogue worker_orphaned)"]
+    events = [json.loads(x) for x in (tmp_path / "incidents.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["start"]
+    assert events[0]["cause"].startswith("rank_dead: rank 1 on w does not answer")
+
+
+def test_canaries_failing_at_health_200_and_low_power_are_wedged(monkeypatch, tmp_path, capsys):
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, canary=None, canary_failures=3)
+    for _i in range(3):
+        wd.cycle()
+    assert restarts == []  # the third failed canary gives the verdict, then one confirm cycle (a probe)
+    wd.cycle()
+    # the incident's cause is the first one seen (at the third canary)
+    assert len(restarts) == 1 and restarts[0].startswith("wedged: 3 canaries in a row failed or timed out")
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0:2] for line in out[:3]] == [["verdict=unknown", "action=none"]] * 2 + [
+        ["verdict=wedged", "action=confirm"]]
+
+
+def _launch_fixture(name):
+    with open(os.path.join(ROOT, "tests", "fixtures", "watchdog", "launch", name)) as f:
+        return json.load(f)
+
+
+class _FakeDocker(object):
+    """DockerRank's surface verify_launch reads: cli.inspect_container_raw."""
+
+    def __init__(self, raw):
+        self.cli = self
+        self.raw = raw
+
+    def inspect_container_raw(self, name):
+        return self.raw
+
+
+def test_agent_verifies_the_launch_on_the_captured_worker():
+    """The demo fleet's worker: rendered spec and docker's inspect agree; then the three faults of issue 28."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_rank as D
+    spec = _launch_fixture("rank-worker.json")["spec"]
+    raw = _launch_fixture("inspect-worker.json")[0]
+    cfg = {"host": "spark-sim-1"}
+    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw), spec) == []
+    # a JSON-valued flag: the engine got the same JSON, spelt otherwise: as rendered
+    spec_json = dict(spec, command=spec["command"] + ["--speculative-config", '{"method":"mtp","num_speculative_tokens":2}'])
+    raw_json = json.loads(json.dumps(raw))
+    raw_json["Config"]["Cmd"] += ["--speculative-config", '{"num_speculative_tokens": 2, "method": "mtp"}']
+    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json) == []
+    raw_json["Config"]["Cmd"][-1] = '{"num_speculative_tokens": 3, "method": "mtp"}'
+    altered = AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json)
+    assert len(altered) == 1 and altered[0].startswith(
+        "spark-sim-1: rank container vllm_rank: the engine's command differs from the rendered one: argv[%d] is "
+        "'{\"num_speculative_tokens\": 3, \"method\": \"mtp\"}'" % (len(spec_json["command"]) - 1))
+    created = json.loads(json.dumps(raw))
+    created["State"].update(Status="created", Running=False)
+    created["HostConfig"]["RestartPolicy"]["Name"] = "unless-stopped"
+    errs = AGENT.verify_launch(cfg, D, _FakeDocker(created), spec)
+    assert [e.split(": ", 2)[2].split(" (")[0].split(",")[0] for e in errs] == [
+        "state is 'created'", "restart policy is 'unless-stopped'"]

@@ -1,0 +1,323 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, dgxspark.vllm maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The group's lifecycle (design.md section 8): pure decisions and one ordered restart procedure.
+
+Standard library only: the vllm_watchdog role copies this file to the nodes, where the watchdog program
+runs `restart()` over its agents. The procedure runs over a small node interface (`Nodes` below), so it is
+unit-tested with a fake one.
+
+Order (catalogue rendezvous_timeout, worker_orphaned): every node ready; stop every rank, head first, each
+rank's log saved before removal; memory ritual and settle gate on every node (with the head's port guard);
+start the workers from the highest rank down, the head last, each start verified (launch_errors); record the
+load (start time and deadline, in a file that survives the watchdog's restart); the health gate, failed at
+once by a rank that exits while the group loads.
+
+Decisions: facts (a rank container that exited, a node that rebooted) act in the same cycle; probes (/health,
+canary, /metrics) act after confirmation; a group inside its loading deadline whose ranks run is `loading`
+and is left alone; an incident's cause is the first failure observed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+try:
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import group_order, restart_steps
+except ImportError:  # pragma: no cover - the watchdog's lib dir always holds the package
+    from verdict import group_order, restart_steps  # type: ignore
+
+LOAD_RECORD_NAME = "group-load.json"
+INCIDENT_LOG_NAME = "incidents.jsonl"
+# A container state that is a fact (docker says so), not a probe that may be flaky.
+EXITED_STATES = ("exited", "dead", "created", "restarting", "removing", "paused")
+
+
+# --------------------------------------------------------------------------------------------
+# The loading record: on the head, beside the rank spec file vllm_ranks writes
+# --------------------------------------------------------------------------------------------
+
+def load_record_path(rank_spec_file):
+    """The one path of the record, derived from the rank spec file (vllm_ranks and the watchdog both know it)."""
+    return os.path.join(os.path.dirname(rank_spec_file), LOAD_RECORD_NAME)
+
+
+def load_record(started, deadline_s, by):
+    """A load begun at `started` (epoch s) that must serve within deadline_s seconds."""
+    deadline_s = float(deadline_s)
+    if deadline_s <= 0:
+        raise ValueError("deadline_s must be positive, got %r" % deadline_s)
+    return {"started": float(started), "deadline": float(started) + deadline_s, "deadline_s": deadline_s,
+            "by": str(by), "done": None}
+
+
+def write_json(path, data):
+    """Write atomically (a reader never sees half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    os.rename(tmp, path)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def phase(record, now, ranks):
+    """The group's phase from the load record and the ranks ([{rank, host, running}], running None when the
+    node did not answer): 'exited' (a rank container is not running: a fact), 'loading' (inside the deadline,
+    every rank running), 'load_expired' (the deadline passed and the load never served), or 'steady'."""
+    if [r for r in ranks if r.get("running") is False]:
+        return "exited"
+    if not record or record.get("done"):
+        return "steady"
+    if now >= float(record.get("deadline") or 0):
+        return "load_expired"
+    if all(r.get("running") is True for r in ranks):
+        return "loading"
+    return "steady"
+
+
+def decide(verdict, group_phase, pending, confirm_cycles):
+    """What the watchdog does this cycle. verdict: verdict.classify()'s dict; pending: restart verdicts seen in
+    the cycles before this one. Returns (action, pending): action 'restart_group' (at once for a fact or an
+    expired load, after confirm_cycles for a probe), 'confirm', 'wait' (a load inside its deadline) or 'none'."""
+    if group_phase == "loading":
+        return "wait", 0
+    if group_phase in ("exited", "load_expired"):
+        return "restart_group", 0
+    if verdict.get("action") != "restart_group":
+        return "none", 0
+    pending += 1
+    return ("restart_group" if pending >= confirm_cycles else "confirm"), pending
+
+
+def canary_wedged(streak, needed, gpu_states):
+    """N canaries in a row that failed or timed out while /health answers 200: wedged, unless a GPU draws power
+    at or above the floor (verdict.gpu_state 'computing': a long prefill). Returns a cause or None."""
+    if needed <= 0 or streak < needed:
+        return None
+    computing = sorted(h for h, st in (gpu_states or {}).items() if st == "computing")
+    if computing:
+        return None
+    return ("%d canaries in a row failed or timed out while /health answers 200 and no GPU draws power at or "
+            "above the floor (%s): the engine is wedged behind its /health"
+            % (streak, ", ".join("%s %s" % (h, s) for h, s in sorted((gpu_states or {}).items())) or "no GPU reading"))
+
+
+# --------------------------------------------------------------------------------------------
+# Incidents: the first cause wins; one JSON line per event on the head
+# --------------------------------------------------------------------------------------------
+
+def open_incident(incident, now, cause):
+    """The incident in progress, opened at the first failure observed; a later cause never replaces it."""
+    if incident:
+        return incident, False
+    return {"start": now, "cause": cause, "actions": []}, True
+
+
+def close_incident(incident, now):
+    """The end event of an incident: seconds without service from its first failure."""
+    return {"event": "end", "time": now, "start": incident["start"], "cause": incident["cause"],
+            "actions": len(incident.get("actions") or []),
+            "seconds_without_service": round(now - float(incident["start"]), 1)}
+
+
+def append_incident(path, event):
+    with open(path, "a") as f:
+        f.write(json.dumps(event, sort_keys=True) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Launch verification: what docker created against what was rendered
+# --------------------------------------------------------------------------------------------
+
+def _jsonish(text):
+    if isinstance(text, str) and text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def same_argv(want, got):
+    """argv equal item by item; a JSON-valued item (a flag such as --speculative-config) compared as JSON."""
+    if len(want or []) != len(got or []):
+        return False
+    return all(a == b or _jsonish(a) == _jsonish(b) for a, b in zip(want, got))
+
+
+def launch_errors(host, name, want, raw):
+    """want: {restart, command} as rendered; raw: one `docker inspect --type container` object (None: missing).
+    Returns one message per mismatch naming host, item, both values and the fix; [] when the launch is as
+    rendered."""
+    fix = ("Fix: re-run site.yml (it recreates the rank from the rendered spec) and check that nothing on %s "
+           "edits the container or the docker daemon's defaults" % host)
+    if not raw:
+        return ["%s: rank container %s does not exist after its start. %s" % (host, name, fix)]
+    out = []
+    state = raw.get("State") or {}
+    status = state.get("Status") or ""
+    if status != "running" or state.get("Restarting"):
+        out.append("%s: rank container %s: state is %r, want 'running' (exit code %s). %s"
+                   % (host, name, status, state.get("ExitCode"), fix))
+    policy = ((raw.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
+    if policy != (want.get("restart") or "no"):
+        out.append("%s: rank container %s: restart policy is %r, rendered %r (catalogue worker_orphaned: a rank "
+                   "docker restarts alone rejoins no group). %s" % (host, name, policy, want.get("restart") or "no",
+                                                                      fix))
+    cmd = (raw.get("Config") or {}).get("Cmd") or []
+    if not same_argv(want.get("command") or [], cmd):
+        diff = [(i, a, b) for i, (a, b) in enumerate(zip(want["command"], cmd)) if a != b and _jsonish(a) != _jsonish(b)]
+        where = ("argv[%d] is %r, rendered %r" % (diff[0][0], diff[0][2], diff[0][1]) if diff else
+                 "argv has %d items, rendered %d" % (len(cmd), len(want["command"])))
+        out.append("%s: rank container %s: the engine's command differs from the rendered one: %s. %s"
+                   % (host, name, where, fix))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The ordered restart over a node interface
+# --------------------------------------------------------------------------------------------
+
+class Nodes(object):
+    """What restart() needs; every host method returns a dict with 'ok' (and 'msg'/'error' when not)."""
+
+    def ready(self, host):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def stop(self, host, stamp):  # save the log, then remove: {ok, log_path, running, exit_code, diagnosis}
+        raise NotImplementedError  # pragma: no cover
+
+    def settle(self, host):  # memory ritual, settle gate and (head) port guard
+        raise NotImplementedError  # pragma: no cover
+
+    def start(self, host):  # start, wait for the ready line, verify the launch: {ok, outcome, diagnosis, tail}
+        raise NotImplementedError  # pragma: no cover
+
+    def running(self, host):  # {container: {running, exit_code}} or {unreachable: True}
+        raise NotImplementedError  # pragma: no cover
+
+    def serving(self):  # the head's /health at 200 and a canary answered: (bool, msg)
+        raise NotImplementedError  # pragma: no cover
+
+    def loading(self, record):  # write the load record (None: the load ended)
+        raise NotImplementedError  # pragma: no cover
+
+
+def _why(res):
+    return res.get("error") or res.get("msg") or res.get("outcome") or "no answer"
+
+
+def named(host, res, what):
+    """'host: what: <catalogue line>', or the last log lines when no catalogue entry matches."""
+    if res.get("diagnosis"):
+        return "%s: %s: %s" % (host, what, res["diagnosis"])
+    tail = " | ".join((res.get("tail") or [])[-3:])
+    return "%s: %s: no catalogue entry matches%s" % (host, what, "; last lines: %s" % tail if tail else "")
+
+
+def wait_ready(nodes, hosts, timeout_s, log, clock=time.time, sleep=time.sleep, waiting=None, poll_s=10.0):
+    """Every node answers and is ready (readiness checks), within timeout_s; None, or the failure."""
+    deadline = clock() + timeout_s
+    while True:
+        bad, good = [], []
+        for host in hosts:
+            st = nodes.ready(host)
+            if st.get("ok"):
+                good.append((host, st.get("msg") or ""))
+            else:
+                bad.append("%s: %s" % (host, _why(st)))
+        if not bad:
+            for host, checks in good:
+                log("step=ready host=%s ok=True checks=%s" % (host, checks))
+            return None
+        if clock() >= deadline:
+            return "nodes not ready after %s s: %s" % (timeout_s, " | ".join(bad))
+        if waiting:
+            waiting(bad)
+        sleep(poll_s)
+
+
+def health_gate(nodes, hosts, timeout_s, clock=time.time, sleep=time.sleep, check_every_s=5.0, poll_s=2.0):
+    """Serving within timeout_s; a rank that exits meanwhile fails the gate at once. None, or the failure."""
+    deadline = clock() + timeout_s
+    last = None
+    while clock() < deadline:
+        ok, _msg = nodes.serving()
+        if ok:
+            return None
+        if last is None or clock() - last >= check_every_s:
+            last = clock()
+            for host in hosts:
+                st = nodes.running(host)
+                c = st.get("container")
+                if "container" in st and not (c or {}).get("running"):
+                    return "rank on %s stopped while the group loaded (exit code %s)" % (host, (c or {}).get("exit_code"))
+        sleep(poll_s)
+    return "the head's /health did not answer 200 within %s s" % timeout_s
+
+
+def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=time.sleep, waiting=None, by="watchdog"):
+    """The whole-group restart. group: [{host, rank}]; timings: {ready_s, gate_s}. Returns {ok, failure,
+    evidence, diagnoses, steps}: steps lists (verb, host, ok) in the order run."""
+    order = group_order(group)
+    rank = dict((g["host"], int(g["rank"])) for g in group)
+    out = {"ok": False, "failure": None, "evidence": [], "diagnoses": [], "steps": []}
+    log("action=restart_group stamp=%s cause=%s order=%s" % (
+        stamp, cause, ",".join("%s:%s" % s for s in restart_steps(group))))
+    failure = wait_ready(nodes, order["teardown"], timings["ready_s"], log, clock, sleep, waiting)
+
+    def step(verb, host, res, what=None):
+        out["steps"].append((verb, host, bool(res.get("ok"))))
+        log("step=%s host=%s ok=%s %s%s" % (verb, host, res.get("ok"), _why(res) if not res.get("ok") else
+                                            (res.get("msg") or res.get("outcome") or ""),
+                                            " diagnosis=%s" % res["diagnosis"] if res.get("diagnosis") else ""))
+        if not res.get("ok"):
+            if what:
+                out["diagnoses"].append(named(host, res, what))
+            return "%s on %s failed: %s" % (verb, host, _why(res))
+        return None
+
+    if failure is None:
+        nodes.loading(None)  # the old load, if any, ends with its ranks
+        for host in order["teardown"]:
+            res = nodes.stop(host, stamp)
+            if res.get("log_path"):
+                out["evidence"].append("%s:%s" % (host, res["log_path"]))
+            if res.get("running") is False:  # what the catalogue says of a rank found stopped
+                out["diagnoses"].append(named(host, res, "rank %s had stopped (exit code %s)" % (
+                    rank[host], res.get("exit_code"))))
+            failure = step("stop", host, res)
+            if failure:
+                break
+    if failure is None:
+        for host in order["teardown"]:
+            failure = step("settled", host, nodes.settle(host))
+            if failure:
+                break
+    if failure is None:
+        for host in order["start"]:
+            res = nodes.start(host)
+            failure = step("start", host, res, "rank %s did not come up (%s)" % (rank[host], _why(res)))
+            if failure:
+                break
+    if failure is None:
+        nodes.loading(load_record(clock(), timings["gate_s"], by))
+        failure = health_gate(nodes, order["teardown"], timings["gate_s"], clock, sleep)
+        out["steps"].append(("health_gate", order["head"], failure is None))
+        log("step=health_gate host=%s ok=%s %s" % (order["head"], failure is None, failure or ""))
+        nodes.loading(None)
+    out.update(ok=failure is None, failure=failure)
+    return out
+

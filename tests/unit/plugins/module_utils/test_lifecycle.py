@@ -1,0 +1,257 @@
+"""module_utils/lifecycle.py: the ordered restart over a fake node interface, and the pure decisions."""
+import json
+
+import pytest
+
+from ansible_collections.dgxspark.vllm.plugins.module_utils import lifecycle as L
+
+GROUP = [{"host": "w2", "rank": 2}, {"host": "h", "rank": 0}, {"host": "w1", "rank": 1}]
+TIMINGS = {"ready_s": 30.0, "gate_s": 100.0}
+
+
+class Clock(object):
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+class FakeNodes(L.Nodes):
+    """Records every call; answers come from per-host overrides."""
+
+    def __init__(self, clock, serving_after=3, **over):
+        self.clock, self.calls, self.records, self.over = clock, [], [], over
+        self.serving_after, self.serving_calls = serving_after, 0
+        self.up = {}
+
+    def _ans(self, verb, host, default):
+        ans = self.over.get(verb, {}).get(host, default)
+        return ans(self) if callable(ans) else ans
+
+    def ready(self, host):
+        self.calls.append(("ready", host))
+        return self._ans("ready", host, {"ok": True, "msg": "rank_spec,image,files"})
+
+    def stop(self, host, stamp):
+        self.calls.append(("stop", host))
+        self.up[host] = False
+        return self._ans("stop", host, {"ok": True, "log_path": "/var/log/r-%s.log" % stamp, "running": True})
+
+    def settle(self, host):
+        self.calls.append(("settle", host))
+        return self._ans("settle", host, {"ok": True})
+
+    def start(self, host):
+        self.calls.append(("start", host))
+        self.up[host] = True
+        return self._ans("start", host, {"ok": True, "outcome": "ready"})
+
+    def running(self, host):
+        return self._ans("running", host, {"ok": True, "container": {"running": self.up.get(host, False)}})
+
+    def serving(self):
+        self.serving_calls += 1
+        return self.serving_calls >= self.serving_after, "canary"
+
+    def loading(self, record):
+        self.records.append(record)
+
+
+def run(nodes, clock):
+    lines = []
+    res = L.restart(nodes, GROUP, "head_down: test", "20261204T000000Z", TIMINGS, lines.append, clock, clock.sleep)
+    return res, lines
+
+
+def test_order_head_stopped_first_workers_from_the_highest_rank_head_last():
+    clock = Clock()
+    nodes = FakeNodes(clock)
+    res, lines = run(nodes, clock)
+    assert res["ok"] is True and res["failure"] is None
+    assert nodes.calls == [("ready", "h"), ("ready", "w1"), ("ready", "w2"),
+                           ("stop", "h"), ("stop", "w1"), ("stop", "w2"),
+                           ("settle", "h"), ("settle", "w1"), ("settle", "w2"),
+                           ("start", "w2"), ("start", "w1"), ("start", "h")]
+    assert res["steps"][-1] == ("health_gate", "h", True)
+    assert res["evidence"] == ["h:/var/log/r-20261204T000000Z.log", "w1:/var/log/r-20261204T000000Z.log",
+                               "w2:/var/log/r-20261204T000000Z.log"]
+    # the log line keeps the documented order (verdict.restart_steps)
+    assert lines[0].startswith("action=restart_group stamp=20261204T000000Z cause=head_down: test order=logs:h,")
+    # the old load ends, the new one is recorded with the gate's deadline after the head's start, then served
+    assert nodes.records[0] is None and nodes.records[-1] is None
+    rec = nodes.records[1]
+    assert (rec["deadline_s"], rec["deadline"] - rec["started"], rec["by"], rec["done"]) == (100.0, 100.0, "watchdog", None)
+
+
+def test_a_failing_guard_starts_no_rank():
+    clock = Clock()
+    taken = {"ok": False, "outcome": "port_taken", "msg": "h: TCP port 8000 (lane serve.api_port) is in use"}
+    nodes = FakeNodes(clock, settle={"h": taken})
+    res, lines = run(nodes, clock)
+    assert res["ok"] is False
+    assert res["failure"] == "settled on h failed: h: TCP port 8000 (lane serve.api_port) is in use"
+    assert not [c for c in nodes.calls if c[0] == "start"]
+    assert ("settle", "w1") not in nodes.calls
+    assert "step=settled host=h ok=False h: TCP port 8000" in lines[-1]
+
+
+def test_a_node_that_never_settles_fails_before_any_start():
+    clock = Clock()
+    stuck = {"ok": False, "msg": "not settled after 360 s: MemAvailable 3.1 GiB (floor 100), 1 engine process(es) left"}
+    nodes = FakeNodes(clock, settle={"w2": stuck})
+    res, _lines = run(nodes, clock)
+    assert res["failure"].startswith("settled on w2 failed: not settled after 360 s")
+    assert [c for c in nodes.calls if c[0] == "start"] == []
+
+
+def test_a_node_never_ready_is_waited_for_then_nothing_is_touched():
+    clock = Clock()
+    waited = []
+    nodes = FakeNodes(clock, ready={"w1": {"ok": False, "error": "ssh: No route to host"}})
+    res = L.restart(nodes, GROUP, "rank_dead", "S", TIMINGS, lambda m: None, clock, clock.sleep, waiting=waited.append)
+    assert res["failure"] == "nodes not ready after 30.0 s: w1: ssh: No route to host"
+    assert [c for c in nodes.calls if c[0] != "ready"] == []
+    assert waited and waited[0] == ["w1: ssh: No route to host"]
+
+
+def test_a_failed_worker_start_never_starts_the_head_and_names_the_cause():
+    clock = Clock()
+    bad = {"ok": False, "outcome": "exited", "diagnosis": "", "tail": ["vllm: error: unrecognized arguments: --x"]}
+    nodes = FakeNodes(clock, start={"w1": bad})
+    res, _lines = run(nodes, clock)
+    assert [c[1] for c in nodes.calls if c[0] == "start"] == ["w2", "w1"]
+    assert res["failure"] == "start on w1 failed: exited"
+    assert res["diagnoses"] == ["w1: rank 1 did not come up (exited): no catalogue entry matches; last lines: "
+                                "vllm: error: unrecognized arguments: --x"]
+
+
+def test_a_rank_that_exits_during_the_load_fails_the_gate_at_once():
+    clock = Clock()
+    nodes = FakeNodes(clock, serving_after=10 ** 6)
+
+    def w1_state(n):
+        # running for the first 10 s of the load, then exited with 137
+        return {"ok": True, "container": {"running": clock.t < t_started + 10, "exit_code": 137}}
+    nodes.over["running"] = {"w1": w1_state}
+    t_started = clock.t
+    res, _lines = run(nodes, clock)
+    assert res["failure"] == "rank on w1 stopped while the group loaded (exit code 137)"
+    assert clock.t - t_started < 20  # well before the 100 s deadline
+    assert nodes.records[-1] is None  # the load ended: a restarted watchdog does not wait for it
+
+
+def test_the_gate_times_out_after_its_deadline():
+    clock = Clock()
+    nodes = FakeNodes(clock, serving_after=10 ** 6)
+    t0 = clock.t
+    res, _lines = run(nodes, clock)
+    assert res["failure"] == "the head's /health did not answer 200 within 100.0 s"
+    assert 100 <= clock.t - t0 <= 104
+
+
+def test_a_stopped_rank_found_at_teardown_is_diagnosed():
+    clock = Clock()
+    nodes = FakeNodes(clock, stop={"w1": {"ok": True, "log_path": "/l", "running": False, "exit_code": 137,
+                                          "diagnosis": "The rank container ended with SIGKILL. catalogue: rank_killed"}})
+    res, _lines = run(nodes, clock)
+    assert res["diagnoses"] == ["w1: rank 1 had stopped (exit code 137): The rank container ended with SIGKILL. "
+                                "catalogue: rank_killed"]
+
+
+# ---------------------------------------------------------------------------------- decisions
+
+RUN = [{"rank": 0, "host": "h", "running": True}, {"rank": 1, "host": "w", "running": True}]
+
+
+def test_phase():
+    rec = L.load_record(100.0, 600, "vllm_ranks")
+    assert L.phase(rec, 200.0, RUN) == "loading"
+    assert L.phase(rec, 700.0, RUN) == "load_expired"
+    assert L.phase(dict(rec, done=300.0), 200.0, RUN) == "steady"
+    assert L.phase(None, 200.0, RUN) == "steady"
+    dead = [RUN[0], dict(RUN[1], running=False)]
+    assert L.phase(rec, 200.0, dead) == "exited"  # a rank that exits during a load: act
+    away = [RUN[0], dict(RUN[1], running=None)]
+    assert L.phase(rec, 200.0, away) == "steady"  # unreachable is a probe, not a fact
+
+
+@pytest.mark.parametrize("verdict,phase_,pending,want", [
+    ({"action": "restart_group"}, "loading", 1, ("wait", 0)),       # /health not up yet while loading
+    ({"action": "restart_group"}, "exited", 0, ("restart_group", 0)),  # a fact: at once
+    ({"action": "none"}, "load_expired", 0, ("restart_group", 0)),
+    ({"action": "restart_group"}, "steady", 0, ("confirm", 1)),     # a probe: confirm first
+    ({"action": "restart_group"}, "steady", 1, ("restart_group", 2)),
+    ({"action": "none"}, "steady", 1, ("none", 0)),
+])
+def test_decide(verdict, phase_, pending, want):
+    assert L.decide(verdict, phase_, pending, 2) == want
+
+
+def test_load_record_refuses_a_non_positive_deadline():
+    with pytest.raises(ValueError) as e:
+        L.load_record(1.0, 0, "x")
+    assert "deadline_s must be positive, got 0.0" in str(e.value)
+
+
+def test_load_record_path_is_beside_the_rank_spec_file():
+    assert L.load_record_path("/var/lib/dgxspark-vllm/rank.json") == "/var/lib/dgxspark-vllm/group-load.json"
+
+
+def test_canary_wedged():
+    assert L.canary_wedged(2, 3, {"h": "spinning"}) is None
+    assert L.canary_wedged(3, 3, {"h": "computing", "w": "spinning"}) is None  # a long prefill
+    why = L.canary_wedged(3, 3, {"h": "spinning", "w": "low"})
+    assert why.startswith("3 canaries in a row failed or timed out while /health answers 200")
+    assert "(h spinning, w low)" in why
+    assert L.canary_wedged(9, 0, {}) is None  # off
+
+
+def test_incident_keeps_the_first_cause(tmp_path):
+    inc, new = L.open_incident(None, 10.0, "rank_dead: rank 1 on w does not answer (node unreachable)")
+    assert new
+    inc2, new2 = L.open_incident(inc, 40.0, "head_down: the head's rank container on h is not running")
+    assert inc2 is inc and not new2
+    inc["actions"].append("restart_group")
+    end = L.close_incident(inc, 190.0)
+    assert end == {"event": "end", "time": 190.0, "start": 10.0, "actions": 1, "seconds_without_service": 180.0,
+                   "cause": "rank_dead: rank 1 on w does not answer (node unreachable)"}
+    log = tmp_path / "incidents.jsonl"
+    L.append_incident(str(log), {"event": "start", "time": 10.0})
+    L.append_incident(str(log), end)
+    assert [json.loads(x)["event"] for x in log.read_text().splitlines()] == ["start", "end"]
+
+
+# ---------------------------------------------------------------------------------- launch verification
+
+def _raw(status="running", restarting=False, policy="no", cmd=None):
+    return {"State": {"Status": status, "Restarting": restarting, "ExitCode": 0},
+            "HostConfig": {"RestartPolicy": {"Name": policy}},
+            "Config": {"Cmd": cmd if cmd is not None else ["/models/m", "--speculative-config",
+                                                            '{"method": "mtp", "num_speculative_tokens": 2}']}}
+
+
+WANT = {"restart": "no", "command": ["/models/m", "--speculative-config", '{"num_speculative_tokens":2,"method":"mtp"}']}
+
+
+def test_launch_as_rendered_json_flag_compared_as_json():
+    assert L.launch_errors("h", "vllm-rank", WANT, _raw()) == []
+
+
+def test_launch_mismatches_name_host_item_both_values_and_the_fix():
+    errs = L.launch_errors("spark-b", "vllm-rank", WANT, _raw(status="created", policy="always", cmd=[
+        "/models/m", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']))
+    assert len(errs) == 3
+    assert errs[0].startswith("spark-b: rank container vllm-rank: state is 'created', want 'running'")
+    assert errs[1].startswith("spark-b: rank container vllm-rank: restart policy is 'always', rendered 'no'")
+    assert ("argv[2] is '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}', rendered "
+            "'{\"num_speculative_tokens\":2,\"method\":\"mtp\"}'") in errs[2]
+    assert all("Fix: re-run site.yml" in e for e in errs)
+    restarting = L.launch_errors("h", "r", WANT, _raw(status="restarting", restarting=True))
+    assert len(restarting) == 1 and "state is 'restarting'" in restarting[0]
+    assert L.launch_errors("h", "r", WANT, None)[0].startswith("h: rank container r does not exist after its start")
+    short = L.launch_errors("h", "r", WANT, _raw(cmd=["/models/m"]))
+    assert "argv has 1 items, rendered 3" in short[0]
