@@ -202,13 +202,13 @@ def test_secret_outside_printable_ascii_or_too_long_is_refused_and_never_shown(t
 
 PARAMETERS = [
     ("watchdog-action-typo", "playbooks/watchdog.yml", {"action": "paus"},
-     "action=paus is not one of status, pause, resume, reset, stop; nothing was changed. Fix: ansible-playbook "
-     "playbooks/watchdog.yml -e action=status"),
+     "host localhost: action = 'paus' is not one of 'status', 'pause', 'resume', 'reset', 'stop' (kind choice); "
+     "choose one of them. Fix the variable(s) in the inventory or -e; no node was touched."),
     ("watchdog-action-list", "playbooks/watchdog.yml", {"vllm_watchdog_action": ["pause"]},
-     "action=(list) is not one of status, pause, resume, reset, stop"),
+     "vllm_watchdog_action = ['pause'] is not one of 'status', 'pause', 'resume', 'reset', 'stop'"),
     ("doctor-stamp-traversal", "playbooks/doctor.yml", {"doctor_stamp": "../../etc"},
-     "doctor_stamp=../../etc is not of the form YYYYmmddTHHMMSSZ, e.g. 20260101T000000Z; nothing was changed. Fix: "
-     "leave doctor_stamp unset (now, UTC)"),
+     "host localhost: doctor_stamp = '../../etc' is not a UTC stamp YYYYmmddTHHMMSSZ (kind timestamp); e.g. "
+     "20260101T000000Z, or leave it unset."),
     ("doctor-head-unknown", "playbooks/doctor.yml", {"doctor_head": "node-z"},
      "doctor_head=node-z is not one of node-a, node-b; nothing was changed"),
     ("restart-state-absent", "playbooks/restart.yml", {"vllm_ranks_state": "absent"},
