@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 name: shape_guard
 short_description: Refuses an inventory with an alias bomb, a key given twice or a runaway nesting
 version_added: 0.2.0
-author: dgxspark.vllm maintainers
+author: dgxspark.vllm maintainers (@dgxspark)
 description:
   - >-
     Listed first in the checkout's C(ansible.cfg) (C([inventory] enable_plugins)). For each inventory source it

@@ -276,7 +276,7 @@ def _k_secret(v, p):
     # the one secret rule (module_utils/inputs.py), also used by the modules and the inventory checks
     msg = secret_problem("the value", v)
     if msg:
-        rule, _, fix = msg.partition(";")
+        rule, fix = (msg.split(";", 1) + [""])[:2]
         raise Refusal(rule.replace("the value ", "", 1), fix.strip() or "see docs/inputs.md")
 
 

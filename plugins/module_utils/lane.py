@@ -300,6 +300,7 @@ LANE_SCHEMA = _obj({
 }, required=("name", "description", "platform", "tensor_parallel_size", "image", "checkpoint", "container",
              "serve"))
 
+
 def _x_kind(validator, spec, instance, schema):
     """Our keyword: the value is checked by its kind (module_utils/kinds.py), the same rules as every option."""
     if instance is None:
@@ -404,7 +405,7 @@ def _schema_messages(error):
         hint = hint or "; use letters, digits and the separators the key allows"
         return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint)]
     if kind == "x-kind":
-        return ["%s: %r %s" % (where, _plain(value), error.message)]
+        return ["%s: %r %s%s" % (where, _plain(value), error.message, hint)]
     if kind == "propertyNames":
         return ["%s: key %r is not a valid name (%s)" % (where, _plain(value), ENV_NAME)]
     # allOf/if-then and anything else: the validator's own words, with the path.

@@ -174,8 +174,8 @@ def launch_errors(host, name, want, raw):
     policy = ((raw.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
     if policy != (want.get("restart") or "no"):
         out.append("%s: rank container %s: restart policy is %r, rendered %r (catalogue worker_orphaned: a rank "
-                   "docker restarts alone rejoins no group). %s" % (host, name, policy, want.get("restart") or "no",
-                                                                      fix))
+                   "docker restarts alone rejoins no group). %s"
+                   % (host, name, policy, want.get("restart") or "no", fix))
     cmd = (raw.get("Config") or {}).get("Cmd") or []
     if not same_argv(want.get("command") or [], cmd):
         diff = [(i, a, b) for i, (a, b) in enumerate(zip(want["command"], cmd)) if a != b and _jsonish(a) != _jsonish(b)]
@@ -320,4 +320,3 @@ def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=tim
         nodes.loading(None)
     out.update(ok=failure is None, failure=failure)
     return out
-

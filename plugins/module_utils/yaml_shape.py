@@ -12,7 +12,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import yaml
+try:  # the controller has PyYAML (Ansible needs it); the import guard keeps module_utils importable anywhere
+    import yaml
+    HAS_YAML = True
+except ImportError:
+    HAS_YAML = False
 
 MAX_VALUES = 100000   # values once every alias is expanded; a real inventory or lane has a few hundred
 MAX_DEPTH = 64        # nesting levels; a lane has five

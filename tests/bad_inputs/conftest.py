@@ -49,7 +49,7 @@ def ssh_recorder(directory):
     return script, log
 
 
-def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=(), timeout=240):
+def run_playbook(inventory, playbook, tags=None, extra_vars=None, args=(), timeout=600):
     """Run ansible-playbook from the collection root; return (rc, whitespace-flattened output).
 
     A refusal that came after an SSH attempt is reported in the output as SSH_ATTEMPTED. A run that outlasts

@@ -197,12 +197,14 @@ SCHEMA_CASES = [
     ("mount-container-colon", "path", CPU2,
      {"container": {"mounts": [{"host": "/var/tmp/c", "container": "/c:ro,z"}]}},
      "container.mounts[0].container: '/c:ro,z' is not an absolute path of letters, digits and _ . @ + ~ -"),
-    ("cache-dir-relative", "path", CPU2, {"container": {"cache_dir": "cache"}}, "container.cache_dir: 'cache' is not an absolute path of letters, digits and _ . @ + ~ -"),
+    ("cache-dir-relative", "path", CPU2, {"container": {"cache_dir": "cache"}},
+     "container.cache_dir: 'cache' is not an absolute path of letters, digits and _ . @ + ~ -"),
     ("chat-template-relative", "path", CPU2, {"serve": {"chat_template": "chat.jinja"}},
      "serve.chat_template: 'chat.jinja' is not an absolute path of letters, digits and _ . @ + ~ -"),
     # names that become container, file or image names
     ("container-name-slash", "name", CPU2, {"container": {"name": "vllm/rank"}},
-     "container.name: 'vllm/rank' is not a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 128) (kind container_name); use a name like vllm_rank; a container name"),
+     "container.name: 'vllm/rank' is not a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 128) "
+     "(kind container_name); use a name like vllm_rank; a container name"),
     ("container-name-shell", "name", CPU2, {"container": {"name": "x;rm -rf /"}}, "container.name: 'x;rm -rf /' is not a Docker container name"),
     ("container-name-dash-first", "name", CPU2, {"container": {"name": "-v"}}, "container.name: '-v' is not a Docker container name"),
     ("fix-file-name-path", "name", CPU2, {"fix_files": [{"name": "../x.py", "src": "files/x.py", "sha256": "",

@@ -2,8 +2,8 @@
 of playbook parameters (issue 29)."""
 import pytest
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import (SECRET_MAX_LEN, choice_problem,
-                                                                          pattern_problem, secret_problem)
+from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import (
+    SECRET_MAX_LEN, choice_problem, pattern_problem, secret_problem)
 from ansible_collections.dgxspark.vllm.plugins.module_utils.inventory import secret_errors
 
 

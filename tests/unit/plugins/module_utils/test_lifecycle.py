@@ -230,8 +230,8 @@ def test_incident_keeps_the_first_cause(tmp_path):
 def _raw(status="running", restarting=False, policy="no", cmd=None):
     return {"State": {"Status": status, "Restarting": restarting, "ExitCode": 0},
             "HostConfig": {"RestartPolicy": {"Name": policy}},
-            "Config": {"Cmd": cmd if cmd is not None else ["/models/m", "--speculative-config",
-                                                            '{"method": "mtp", "num_speculative_tokens": 2}']}}
+            "Config": {"Cmd": cmd if cmd is not None else [
+                "/models/m", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}']}}
 
 
 WANT = {"restart": "no", "command": ["/models/m", "--speculative-config", '{"num_speculative_tokens":2,"method":"mtp"}']}
