@@ -138,21 +138,6 @@ def _k_text(v, p):
     _text(v, p.get("maxlen", 1024))
 
 
-def _k_unix_user(v, p):
-    _full(USER, _text(v, 32), "is not a POSIX user name (lowercase letters, digits, _ and -, at most 32, "
-          "starting with a letter or _)", "use a name like vllm-watchdog")
-
-
-def _k_unix_group(v, p):
-    _full(USER, _text(v, 32), "is not a group name (lowercase letters, digits, _ and -, at most 32)",
-          "use a name like docker")
-
-
-def _k_unit_name(v, p):
-    _full(UNIT, _text(v, 200), "is not a systemd unit name (letters, digits and _ . @ -, no '%', '\\' or spaces)",
-          "use a name like dgxspark-vllm-watchdog (without .service)")
-
-
 def _k_abs_path(v, p):
     _text(v, 1024)
     _full(ABS_PATH, v, "is not an absolute path of letters, digits and _ . @ + ~ - (no spaces, quotes, '%', "
@@ -183,21 +168,6 @@ def _k_file_name(v, p):
     suffix = p.get("suffix")
     if suffix and not v.endswith(suffix):
         raise Refusal("does not end with %s" % suffix, "name it <something>%s" % suffix)
-
-
-def _k_file_suffix(v, p):
-    _full(r"\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}", _text(v, 32), "is not a file-name suffix ('.' and letters, digits, "
-          "_ . -)", "e.g. .orig")
-
-
-def _k_container_name(v, p):
-    _full(CONTAINER, _text(v, 128), "is not a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 128)",
-          "use a name like vllm_rank")
-
-
-def _k_image_ref(v, p):
-    _full(IMAGE_REF, _text(v, 512), "is not an image reference ([registry[:port]/]path[:tag][@sha256:<64 hex>], "
-          "lowercase path)", "write a reference such as ghcr.io/owner/name:tag")
 
 
 def _k_interface(v, p):
@@ -256,15 +226,6 @@ def _k_url(v, p):
         raise Refusal("has a port outside 1..65535", "fix the port")
 
 
-def _k_sysctl_key(v, p):
-    _full(SYSCTL_KEY, _text(v, 128), "is not a sysctl key (dot-separated lowercase words)", "e.g. vm.swappiness")
-
-
-def _k_env_name(v, p):
-    _full(ENV_NAME, _text(v, 128), "is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
-          "e.g. NCCL_IB_HCA")
-
-
 def _k_env_value(v, p):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         _number(v, False)
@@ -301,11 +262,6 @@ def _k_gib(v, p):
     _number(v, False, p.get("min", 0), p.get("max", 121))
 
 
-def _k_size(v, p):
-    _full(SIZE, _text(v, 32), "is not a size with a unit (e.g. 32g; a bare number is bytes to docker)",
-          "write e.g. 32g")
-
-
 def _k_file_mode(v, p):
     if isinstance(v, int) and not isinstance(v, bool):
         raise Refusal("is an integer; YAML reads 0775 as the number 509", "quote the mode: '0775'")
@@ -320,19 +276,6 @@ def _k_regex(v, p):
         raise Refusal("is not a valid regular expression (%s)" % e, "fix it, e.g. 'Connecting to|rendezvous'")
 
 
-def _k_token(v, p):
-    _full(TOKEN, _text(v, 128), "is not a word of letters, digits and _ . - (at most 128)", "e.g. glm47")
-
-
-def _k_group_name(v, p):
-    _full(GROUP_NAME, _text(v, 128), "is not an inventory group name ([A-Za-z_][A-Za-z0-9_]*)", "e.g. vllm_head")
-
-
-def _k_inventory_host(v, p):
-    _full(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}", _text(v, 253), "is not an inventory host name",
-          "name a host of the inventory")
-
-
 def _k_command(v, p):
     # an executable: a bare name looked up in PATH, or an absolute path; never a command line
     _text(v, 1024)
@@ -341,33 +284,6 @@ def _k_command(v, p):
         return
     _full(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}", v, "is not a program name or an absolute path (no spaces, "
           "arguments or shell syntax)", "e.g. docker or /usr/bin/docker")
-
-
-def _k_hf_repo(v, p):
-    _full(HF_REPO, _text(v, 192), "is not a Hugging Face repo id (owner/name)", "e.g. zai-org/GLM-5.3-Flash")
-
-
-def _k_pip_requirement(v, p):
-    _full(PIP_REQ, _text(v, 256), "is not a pip requirement (a name and optional version specifiers, no URL or "
-          "option)", "e.g. huggingface_hub>=0.30")
-
-
-def _k_cli_option(v, p):
-    _full(CLI_OPTION, _text(v, 320), "is not one long option (--name or --name=value, no spaces or quotes)",
-          "e.g. --bwlimit=500M")
-
-
-def _k_mount_options(v, p):
-    _full(MOUNT_OPTS, _text(v, 512), "is not a comma-separated list of mount options", "e.g. ro,vers=4.2")
-
-
-def _k_glob(v, p):
-    _full(GLOB, _text(v, 255), "is not a file-name pattern (letters, digits, _ . * ? [ ] / @ + -)",
-          "e.g. *.safetensors")
-
-
-def _k_timestamp(v, p):
-    _full(r"[0-9]{8}T[0-9]{6}Z", _text(v, 16), "is not a UTC stamp YYYYmmddTHHMMSSZ", "e.g. 20260101T000000Z, or leave it unset")
 
 
 def _k_choice(v, p):
@@ -433,20 +349,56 @@ def _k_raw_text(v, p):
     _text(v, p.get("maxlen", 4096))
 
 
-KINDS = {
-    "text": _k_text, "raw_text": _k_raw_text,
-    "unix_user": _k_unix_user, "unix_group": _k_unix_group, "unit_name": _k_unit_name,
-    "abs_path": _k_abs_path, "controller_path": _k_controller_path, "file_name": _k_file_name, "file_suffix": _k_file_suffix,
-    "container_name": _k_container_name, "image_ref": _k_image_ref, "interface": _k_interface,
-    "address": _k_address, "host": _k_host, "cidr": _k_cidr, "port": _k_port, "url": _k_url,
-    "sysctl_key": _k_sysctl_key, "env_name": _k_env_name, "env_value": _k_env_value, "secret": _k_secret,
-    "duration": _k_duration, "integer": _k_integer, "number": _k_number, "ratio": _k_ratio, "gib": _k_gib,
-    "size": _k_size, "file_mode": _k_file_mode, "regex": _k_regex, "token": _k_token,
-    "group_name": _k_group_name, "inventory_host": _k_inventory_host, "command": _k_command,
-    "hf_repo": _k_hf_repo, "pip_requirement": _k_pip_requirement, "cli_option": _k_cli_option,
-    "mount_options": _k_mount_options, "glob": _k_glob, "timestamp": _k_timestamp, "choice": _k_choice, "bool": _k_bool,
-    "mapping": _k_mapping, "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list,
+# The kinds that are one full-string pattern: kind -> (pattern, length bound, rule, fix).
+PATTERN_KINDS = {
+    "unix_user": (USER, 32, "is not a POSIX user name (lowercase letters, digits, _ and -, at most 32, starting "
+                  "with a letter or _)", "use a name like vllm-watchdog"),
+    "unix_group": (USER, 32, "is not a group name (lowercase letters, digits, _ and -, at most 32)",
+                   "use a name like docker"),
+    "unit_name": (UNIT, 200, "is not a systemd unit name (letters, digits and _ . @ -, no '%', '\\' or spaces)",
+                  "use a name like dgxspark-vllm-watchdog (without .service)"),
+    "file_suffix": (r"\.[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}", 32, "is not a file-name suffix ('.' and letters, digits, "
+                    "_ . -)", "e.g. .orig"),
+    "container_name": (CONTAINER, 128, "is not a Docker container name ([A-Za-z0-9][A-Za-z0-9_.-]*, at most 128)",
+                       "use a name like vllm_rank"),
+    "image_ref": (IMAGE_REF, 512, "is not an image reference ([registry[:port]/]path[:tag][@sha256:<64 hex>], "
+                  "lowercase path)", "write a reference such as ghcr.io/owner/name:tag"),
+    "sysctl_key": (SYSCTL_KEY, 128, "is not a sysctl key (dot-separated lowercase words)", "e.g. vm.swappiness"),
+    "env_name": (ENV_NAME, 128, "is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", "e.g. NCCL_IB_HCA"),
+    "size": (SIZE, 32, "is not a size with a unit (e.g. 32g; a bare number is bytes to docker)", "write e.g. 32g"),
+    "token": (TOKEN, 128, "is not a word of letters, digits and _ . - (at most 128)", "e.g. glm47"),
+    "group_name": (GROUP_NAME, 128, "is not an inventory group name ([A-Za-z_][A-Za-z0-9_]*)", "e.g. vllm_head"),
+    "inventory_host": (r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}", 253, "is not an inventory host name",
+                       "name a host of the inventory"),
+    "hf_repo": (HF_REPO, 192, "is not a Hugging Face repo id (owner/name)", "e.g. zai-org/GLM-5.3-Flash"),
+    "pip_requirement": (PIP_REQ, 256, "is not a pip requirement (a name and optional version specifiers, no URL or "
+                        "option)", "e.g. huggingface_hub>=0.30"),
+    "cli_option": (CLI_OPTION, 320, "is not one long option (--name or --name=value, no spaces or quotes)",
+                   "e.g. --bwlimit=500M"),
+    "mount_options": (MOUNT_OPTS, 512, "is not a comma-separated list of mount options", "e.g. ro,vers=4.2"),
+    "glob": (GLOB, 255, "is not a file-name pattern (letters, digits, _ . * ? [ ] / @ + -)", "e.g. *.safetensors"),
+    "timestamp": (r"[0-9]{8}T[0-9]{6}Z", 16, "is not a UTC stamp YYYYmmddTHHMMSSZ",
+                  "e.g. 20260101T000000Z, or leave it unset"),
 }
+
+
+def _pattern_kind(name):
+    pattern, maxlen, rule, fix = PATTERN_KINDS[name]
+
+    def check_pattern(v, p):
+        _full(pattern, _text(v, maxlen), rule, fix)
+    return check_pattern
+
+
+KINDS = {
+    "text": _k_text, "raw_text": _k_raw_text, "abs_path": _k_abs_path, "controller_path": _k_controller_path,
+    "file_name": _k_file_name, "interface": _k_interface, "address": _k_address, "host": _k_host, "cidr": _k_cidr,
+    "port": _k_port, "url": _k_url, "env_value": _k_env_value, "secret": _k_secret, "duration": _k_duration,
+    "integer": _k_integer, "number": _k_number, "ratio": _k_ratio, "gib": _k_gib, "file_mode": _k_file_mode,
+    "regex": _k_regex, "command": _k_command, "choice": _k_choice, "bool": _k_bool, "mapping": _k_mapping,
+    "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list,
+}
+KINDS.update((name, _pattern_kind(name)) for name in PATTERN_KINDS)
 
 # The kinds whose values are never shown in a message.
 SECRET_KINDS = ("secret",)
