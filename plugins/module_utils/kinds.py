@@ -314,7 +314,7 @@ def _k_env_map(v, p):
     _k_mapping(v, p)
     for k, val in v.items():
         try:
-            _k_env_name(k, {})
+            KINDS["env_name"](k, {})
             _k_env_value(val, {})
         except Refusal as e:
             raise Refusal("entry %r %s" % (k, e.rule), e.fix)

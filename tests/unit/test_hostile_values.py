@@ -234,3 +234,41 @@ def test_exports_escaping():
     assert escape.exports_path("/srv/my models#1") == "/srv/my\\040models\\0431"
     with pytest.raises(escape.EscapeError):
         escape.exports_path("/srv/a\n/etc *(rw)")
+
+
+# One legal value per kind, the kind's whole code path run to acceptance (a kind that calls a missing helper
+# fails here, not on a user's inventory).
+LEGAL_BY_KIND = {
+    "abs_path": "/srv/models", "address": "198.18.0.10", "bool": "true", "choice": ({"choices": ["a", "b"]}, "b"),
+    "cidr": "198.18.0.0/15", "cli_option": "--bwlimit=500M", "command": "/usr/bin/rsync",
+    "container_name": "vllm_rank", "controller_path": "files/keys", "duration": 2.5, "env_map": {
+        "NCCL_IB_HCA": "rocep1s0f1", "NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
+    "env_name": "NCCL_IB_GID_INDEX", "env_value": "3", "file_mode": "0640", "file_name": "site.conf",
+    "file_suffix": ".orig", "gib": 12.5, "glob": "*.safetensors", "group_name": "vllm_ranks",
+    "hf_repo": "zai-org/GLM-5.3-Flash", "host": "spark-2", "image_ref": "nvcr.io/nvidia/vllm:26.01-py3",
+    "integer": 3, "interface": "enp1s0f0np0", "inventory_host": "spark-3", "list": ["a"], "mapping": {"a": 1},
+    "mount_options": "ro,vers=4.2", "mtu_map": {"enp1s0f1np1": 9000}, "number": 0.9, "pip_requirement": "jmespath",
+    "port": 8000, "ratio": 0.85, "raw_text": "Say hello.", "regex": "^ok$", "secret": "sk-local-123",
+    "size": "64g", "sysctl_key": "net.core.rmem_max", "text": "GLM", "timestamp": "20261204T000000Z",
+    "token": "glm53", "unit_name": "dgxspark-vllm-watchdog", "unix_group": "docker", "unix_user": "vllm",
+    "url": "http://198.18.0.10:8000/v1",
+}
+
+
+def test_every_kind_has_a_legal_value_that_passes():
+    assert sorted(LEGAL_BY_KIND) == sorted(kinds.KINDS)
+    for name, value in LEGAL_BY_KIND.items():
+        spec = name
+        if isinstance(value, tuple):
+            params, value = value
+            spec = dict(params, kind=name)
+        assert kinds.problem(spec, value, "k", "h") is None, (name, value)
+
+
+def test_env_map_and_mtu_map_name_the_bad_entry():
+    msg = kinds.problem("env_map", {"NCCL_IB_HCA": "a\nb"}, "rdma_fabric_nccl_overrides", "spark-1")
+    assert "entry 'NCCL_IB_HCA'" in msg
+    msg = kinds.problem("env_map", {"1BAD": "x"}, "rdma_fabric_nccl_overrides", "spark-1")
+    assert "entry '1BAD' is not an environment variable name" in msg
+    msg = kinds.problem("mtu_map", {"enp1s0f1np1": 10000}, "k", "spark-1")
+    assert "entry 'enp1s0f1np1'" in msg and "576..9216" in msg
