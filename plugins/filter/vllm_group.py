@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The whole-group restart order (module_utils/verdict.py group_order), shared by vllm_ranks and the watchdog."""
+"""The whole-group restart order and plan (module_utils/verdict.py group_order, module_utils/lifecycle.py plan), shared
+by vllm_ranks and the watchdog."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,17 +10,39 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import plan, streak_refusal
 from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import group_order
+
+
+def _group(name, hosts, hostvars):
+    try:
+        return [{"host": str(h), "rank": int(hostvars[h]["vllm_rank"])} for h in hosts]
+    except (KeyError, TypeError, ValueError) as e:
+        raise AnsibleFilterError("%s: %s (every host needs a distinct vllm_rank 0..N-1)" % (name, e))
 
 
 def vllm_group_order(hosts, hostvars):
     """hosts: inventory names; hostvars: Ansible's hostvars (each host carries vllm_rank)."""
     try:
-        return group_order([{"host": str(h), "rank": int(hostvars[h]["vllm_rank"])} for h in hosts])
-    except (KeyError, TypeError, ValueError) as e:
+        return group_order(_group("vllm_group_order", hosts, hostvars))
+    except ValueError as e:
         raise AnsibleFilterError("vllm_group_order: %s (every host needs a distinct vllm_rank 0..N-1)" % e)
+
+
+def vllm_group_plan(hosts, hostvars):
+    """The whole-group restart's ordered steps (lifecycle.plan): [{verb, host, rank, head}]."""
+    try:
+        return plan(_group("vllm_group_plan", hosts, hostvars))
+    except ValueError as e:
+        raise AnsibleFilterError("vllm_group_plan: %s (every host needs a distinct vllm_rank 0..N-1)" % e)
+
+
+def vllm_group_streak_refusal(stops, max_deaths, where="the saved logs on the nodes"):
+    """The death-streak guard over the stop steps' results (lifecycle.streak_refusal): the refusal, or ''."""
+    return streak_refusal(list(stops or []), int(max_deaths), where) or ""
 
 
 class FilterModule(object):
     def filters(self):
-        return {"vllm_group_order": vllm_group_order}
+        return {"vllm_group_order": vllm_group_order, "vllm_group_plan": vllm_group_plan,
+                "vllm_group_streak_refusal": vllm_group_streak_refusal}

@@ -27,9 +27,9 @@ import os
 import time
 
 try:
-    from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import group_order, restart_steps
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import group_order
 except ImportError:  # pragma: no cover - the watchdog's lib dir always holds the package
-    from verdict import group_order, restart_steps  # type: ignore
+    from verdict import group_order  # type: ignore
 
 LOAD_RECORD_NAME = "group-load.json"
 INCIDENT_LOG_NAME = "incidents.jsonl"
@@ -158,7 +158,7 @@ def same_argv(want, got):
 
 
 def launch_errors(host, name, want, raw):
-    """want: {restart, command} as rendered; raw: one `docker inspect --type container` object (None: missing).
+    """want: {restart, command, env, mounts} as rendered (rank_node.rendered_launch); raw: one `docker inspect --type container` object (None: missing).
     Returns one message per mismatch naming host, item, both values and the fix; [] when the launch is as
     rendered."""
     fix = ("Fix: re-run site.yml (it recreates the rank from the rendered spec) and check that nothing on %s "
@@ -183,6 +183,21 @@ def launch_errors(host, name, want, raw):
                  "argv has %d items, rendered %d" % (len(cmd), len(want["command"])))
         out.append("%s: rank container %s: the engine's command differs from the rendered one: %s. %s"
                    % (host, name, where, fix))
+    # env: every rendered variable with its value (the image adds its own, which are not ours to judge)
+    have_env = dict(e.partition("=")[::2] for e in (raw.get("Config") or {}).get("Env") or [])
+    for key in sorted(want.get("env") or {}):
+        if have_env.get(key) != want["env"][key]:
+            out.append("%s: rank container %s: env %s is %r, rendered %r. %s"
+                       % (host, name, key, have_env.get(key, "<unset>"), want["env"][key], fix))
+    # mounts: every rendered bind at its place, read-only where rendered so
+    have_mounts = dict((m.get("Destination"), m) for m in raw.get("Mounts") or [])
+    for m in want.get("mounts") or []:
+        got = have_mounts.get(m["container"])
+        ro = "ro" in str(m.get("mode") or "").split(",")
+        if not got or got.get("Source") != m["host"] or bool(got.get("RW", True)) == ro:
+            out.append("%s: rank container %s: mount %s is %s, rendered %s:%s:%s. %s" % (
+                host, name, m["container"], "%s (%s)" % (got.get("Source"), "rw" if got.get("RW", True) else "ro")
+                if got else "missing", m["host"], m["container"], m.get("mode") or "rw", fix))
     return out
 
 
@@ -268,15 +283,52 @@ def health_gate(nodes, hosts, timeout_s, clock=time.time, sleep=time.sleep, chec
     return "the head's /health did not answer 200 within %s s" % timeout_s
 
 
-def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=time.sleep, waiting=None, by="watchdog"):
-    """The whole-group restart. group: [{host, rank}]; timings: {ready_s, gate_s}. Returns {ok, failure,
-    evidence, diagnoses, steps}: steps lists (verb, host, ok) in the order run."""
+def plan(group):
+    """The whole-group restart as ordered steps, the one sequence vllm_ranks (through its step loop) and the
+    watchdog (restart below) both run. group: [{host, rank}]. Each step is {verb, host, rank}; verbs:
+      ready   every node answers and holds what a rank needs (rank_node.Node.ready)
+      stop    every rank removed, head first, its log saved first (rank_node.Node.stop)
+      streak  the death-streak guard over the stops (streak_refusal), once, on the head
+      settle  memory ritual and settle gate on every node, the head's port guard (rank_node.Node.settle)
+      start   the workers from the highest rank down, the head last, each verified (rank_node.Node.start)
+      load    the load and its deadline recorded on the head (load_record), then the health gate"""
     order = group_order(group)
     rank = dict((g["host"], int(g["rank"])) for g in group)
+    steps = [("ready", h) for h in order["teardown"]]
+    steps += [("stop", h) for h in order["teardown"]]
+    steps.append(("streak", order["head"]))
+    steps += [("settle", h) for h in order["teardown"]]
+    steps += [("start", h) for h in order["start"]]
+    steps.append(("load", order["head"]))
+    return [{"verb": v, "host": h, "rank": rank[h], "head": h == order["head"]} for v, h in steps]
+
+
+def streak_refusal(stops, max_deaths, where="the saved logs on the nodes"):
+    """The death-streak guard (catalogue worker_orphaned: diagnose, do not crash-loop): stops are the stop steps'
+    results ({host, deaths, log_path, last_errors}); a message when a rank died unexplained max_deaths or more
+    times in a row (max_deaths 0: off), else None."""
+    if not max_deaths or int(max_deaths) <= 0:
+        return None
+    dead = [s for s in stops if s.get("deaths") is not None and int(s["deaths"]) >= int(max_deaths)]
+    if not dead:
+        return None
+    return ("stopping: these ranks died unexplained %d or more times in a row (catalogue worker_orphaned: diagnose, "
+            "do not crash-loop): %s. Their saved logs are in %s. After fixing the cause, run again with "
+            "-e vllm_ranks_reset_deaths=true." % (int(max_deaths), "; ".join(
+                "%s: %s deaths, log %s, last errors: %s" % (s["host"], s["deaths"], s.get("log_path") or "none",
+                                                           " | ".join((s.get("last_errors") or [])[-3:]) or "none")
+                for s in dead), where))
+
+
+def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=time.sleep, waiting=None, by="watchdog"):
+    """The whole-group restart: plan(group) run over a node interface. group: [{host, rank}]; timings: {ready_s,
+    gate_s, max_deaths (optional)}. Returns {ok, failure, evidence, diagnoses, steps}: steps lists (verb, host, ok)
+    in the order run."""
+    steps = plan(group)
+    ready_hosts = [s["host"] for s in steps if s["verb"] == "ready"]
     out = {"ok": False, "failure": None, "evidence": [], "diagnoses": [], "steps": []}
     log("action=restart_group stamp=%s cause=%s order=%s" % (
-        stamp, cause, ",".join("%s:%s" % s for s in restart_steps(group))))
-    failure = wait_ready(nodes, order["teardown"], timings["ready_s"], log, clock, sleep, waiting)
+        stamp, cause, ",".join("%s:%s" % (s["verb"], s["host"]) for s in steps)))
 
     def step(verb, host, res, what=None):
         out["steps"].append((verb, host, bool(res.get("ok"))))
@@ -289,34 +341,39 @@ def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=tim
             return "%s on %s failed: %s" % (verb, host, _why(res))
         return None
 
-    if failure is None:
-        nodes.loading(None)  # the old load, if any, ends with its ranks
-        for host in order["teardown"]:
+    failure, stops = None, []
+    for s in steps:
+        verb, host = s["verb"], s["host"]
+        if verb == "ready":
+            if host != ready_hosts[0]:
+                continue  # every node is waited for together
+            failure = wait_ready(nodes, ready_hosts, timings["ready_s"], log, clock, sleep, waiting)
+            if failure is None:
+                nodes.loading(None)  # the old load, if any, ends with its ranks
+        elif verb == "stop":
             res = nodes.stop(host, stamp)
+            stops.append(dict(res, host=host))
             if res.get("log_path"):
                 out["evidence"].append("%s:%s" % (host, res["log_path"]))
             if res.get("running") is False:  # what the catalogue says of a rank found stopped
                 out["diagnoses"].append(named(host, res, "rank %s had stopped (exit code %s)" % (
-                    rank[host], res.get("exit_code"))))
+                    s["rank"], res.get("exit_code"))))
             failure = step("stop", host, res)
-            if failure:
-                break
-    if failure is None:
-        for host in order["teardown"]:
+        elif verb == "streak":
+            refusal = streak_refusal(stops, timings.get("max_deaths") or 0)
+            failure = refusal and step("streak", host, {"ok": False, "msg": refusal})
+        elif verb == "settle":
             failure = step("settled", host, nodes.settle(host))
-            if failure:
-                break
-    if failure is None:
-        for host in order["start"]:
+        elif verb == "start":
             res = nodes.start(host)
-            failure = step("start", host, res, "rank %s did not come up (%s)" % (rank[host], _why(res)))
-            if failure:
-                break
-    if failure is None:
-        nodes.loading(load_record(clock(), timings["gate_s"], by))
-        failure = health_gate(nodes, order["teardown"], timings["gate_s"], clock, sleep)
-        out["steps"].append(("health_gate", order["head"], failure is None))
-        log("step=health_gate host=%s ok=%s %s" % (order["head"], failure is None, failure or ""))
-        nodes.loading(None)
+            failure = step("start", host, res, "rank %s did not come up (%s)" % (s["rank"], _why(res)))
+        elif verb == "load":
+            nodes.loading(load_record(clock(), timings["gate_s"], by))
+            failure = health_gate(nodes, [g for g in ready_hosts], timings["gate_s"], clock, sleep)
+            out["steps"].append(("health_gate", host, failure is None))
+            log("step=health_gate host=%s ok=%s %s" % (host, failure is None, failure or ""))
+            nodes.loading(None)
+        if failure:
+            break
     out.update(ok=failure is None, failure=failure)
     return out

@@ -352,20 +352,6 @@ def group_order(hosts):
     return {"teardown": names, "start": list(reversed(names)), "head": names[0] if names else None}
 
 
-def restart_steps(hosts):
-    """The whole-group restart as ordered steps (verb, host): save every rank's logs, stop every rank
-    (head first), memory ritual on every node, wait until every node settled with no engine process
-    left, start the workers from the highest rank down, the head last, then the health gate."""
-    order = group_order(hosts)
-    steps = [("logs", h) for h in order["teardown"]]
-    steps += [("stop", h) for h in order["teardown"]]
-    steps += [("ritual", h) for h in order["teardown"]]
-    steps += [("settled", h) for h in order["teardown"]]
-    steps += [("start", h) for h in order["start"]]
-    steps.append(("health_gate", order["head"]))
-    return steps
-
-
 # --------------------------------------------------------------------------------------------
 # Strikes (docs/watchdog.md): N failed restarts in a row, or M restarts within a window, then give up
 # --------------------------------------------------------------------------------------------

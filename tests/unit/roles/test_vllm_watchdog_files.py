@@ -83,33 +83,15 @@ def test_agent_over_ssh_reads_the_original_command(monkeypatch):
         AGENT.parse_request(["--ssh"])
 
 
-def test_engine_process_pattern():
-    assert AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/bin/vllm serve /models/tiny-glm")
-    assert AGENT.ENGINE_RE.search("VLLM::Worker_TP1")
-    assert not AGENT.ENGINE_RE.search("/usr/bin/python3 /usr/local/sbin/dgxspark-vllm-agent status")
-
-
 def _doctor_capture(name, host):
     with open(os.path.join(ROOT, "tests", "fixtures", "doctor", "sim", name + ".json")) as f:
         return json.load(f)["hosts"][host]["evidence"]
 
 
-def test_agent_names_a_killed_rank_through_the_catalogue():
-    # the worker SIGKILLed on the TP3 fleet (exit 137, no cgroup OOM): diagnose.explain, as vllm_rank says it
-    ev = _doctor_capture("worker_killed", "spark-tp3-2")
-    line = AGENT.explain(ev["logs"], ev["container"])
-    assert line.endswith("catalogue: rank_killed")
-    assert line.startswith("The rank container ended with SIGKILL")
-
-
-def test_agent_explain_is_empty_when_no_entry_matches():
-    ev = _doctor_capture("no_fault", "spark-tp3-1")
-    assert AGENT.explain(ev.get("logs", ""), None) == ""
-
-
 def test_watchdog_names_the_cause_or_the_last_lines():
     ev = _doctor_capture("worker_killed", "spark-tp3-2")
-    res = {"diagnosis": AGENT.explain(ev["logs"], ev["container"])}
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
+    res = {"diagnosis": explain(ev["logs"], ev["container"])}
     from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import named as lc_named
     named = lc_named("spark-tp3-2", res, "rank 2 had stopped (exit code 137)")
     assert named.startswith("spark-tp3-2: rank 2 had stopped (exit code 137): The rank container ended with SIGKILL")
@@ -143,7 +125,7 @@ def test_the_role_ships_every_module_util_the_programs_import():
     todo = set()
     for prog in ("dgxspark-vllm-watchdog", "dgxspark-vllm-agent"):
         todo |= _module_utils_imports(os.path.join(FILES, prog))
-    assert todo == {"verdict", "health", "lifecycle", "docker_rank", "diagnose", "sysctl_state"}
+    assert todo == {"verdict", "health", "lifecycle", "docker_rank", "rank_node", "sysctl_state"}
     closure = set()
     while todo:
         name = todo.pop()
@@ -215,27 +197,6 @@ def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     assert "action=reset cause=reset by a person" in capsys.readouterr().out
 
 
-def test_boot_readiness_judges_swappiness_with_node_preps_check(tmp_path):
-    """The agent's boot check is sysctl_state.sysctl_holds (node_prep's): on a node laid out from the grep capture,
-    a later vendor file and /etc/sysctl.conf that override node_prep's file are named, not just the kernel value."""
-    from tests.unit.plugins.module_utils.test_sysctl_state import OURS, _node
-    cfg = {"host": "spark-a", "rank_spec_file": str(tmp_path / "no-rank.json"),
-           "ready": {"swappiness": 0, "sysctl_file": OURS}}
-    root = _node(tmp_path / "bad", kernel="60")
-    swp = [c for c in AGENT.readiness(cfg, None, root)["checks"] if c["check"] == "swappiness"]
-    assert len(swp) == 1 and swp[0]["ok"] is False
-    assert swp[0]["msg"].startswith(
-        "spark-a: /usr/lib/sysctl.d/99-zzz-vendor-tuning.conf sets vm.swappiness = 10 after %s (vm.swappiness = 0)" % OURS)
-    assert "the kernel's vm.swappiness is 60 but node_prep wrote 0" in swp[0]["msg"]
-    held = _node(tmp_path / "good", skip=("/etc/sysctl.conf", "/usr/lib/sysctl.d/99-zzz-vendor-tuning.conf"))
-    ready = AGENT.readiness(cfg, None, held)
-    swp = [c for c in ready["checks"] if c["check"] == "swappiness"]
-    assert swp == [{"check": "swappiness", "ok": True,
-                    "msg": "spark-a: vm.swappiness is 0 in the kernel (judged), %s decides it at boot" % OURS}]
-    # the rank spec file is missing here, so the node as a whole is not ready
-    assert ready["ok"] is False
-
-
 def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):
     """The agent's nvidia-smi argv is verdict.gpu_query_argv of WATCH_QUERY_FIELDS; the head parses its answer with
     verdict.parse_gpu_query (the shape of the simulated nodes' stand-in at low power)."""
@@ -246,41 +207,6 @@ def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):
     assert seen == [["/usr/bin/nvidia-smi", "--query-gpu=utilization.gpu,power.draw,clocks.sm",
                      "--format=csv,noheader,nounits"]]
     assert V.parse_gpu_query(out) == {"utilization_pct": 96.0, "power_w": 12.4, "clocks_sm_mhz": 208.0}
-
-
-def test_agent_ritual_on_the_head_refuses_a_taken_port_before_any_start(monkeypatch, tmp_path):
-    """The head's settle step runs vllm_ranks' launch guard (docker_rank.port_guard_errors, the same ss argv) on
-    the ports of its rank spec file: a real listener makes the step fail, so the watchdog starts no rank."""
-    import shutil
-    import socket
-    from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_rank as D
-    if not shutil.which("ss"):
-        pytest.skip("iproute2 ss is not installed on this machine")
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    port = s.getsockname()[1]
-    spec = tmp_path / "rank.json"
-    cfg = {"host": "spark-h", "rank_spec_file": str(spec), "settle_min_available_gib": None, "settle_timeout_s": 5}
-    # the node's process table and memory are not this machine's: no engine left, memory settled
-    monkeypatch.setattr(AGENT, "engine_processes", lambda: [])
-    monkeypatch.setattr(AGENT, "mem_available_gib", lambda: 100.0)
-    real_open = open
-    monkeypatch.setattr(AGENT, "open", lambda p, *a, **k: real_open(os.devnull, *a, **k) if str(p).startswith(
-        "/proc/sys/") else real_open(p, *a, **k), raising=False)  # never drop this machine's caches
-    try:
-        spec.write_text(json.dumps({"rank": 0, "spec": {}, "head_ports": {"api_port": port, "master_port": 1}}))
-        res = AGENT.do_ritual(cfg, D)
-        assert (res["ok"], res["outcome"]) == (False, "port_taken"), res
-        assert res["msg"].startswith("spark-h: TCP port %d (lane serve.api_port) is in use" % port), res
-        assert "port 1 " not in res["msg"]
-        # a worker's spec file names no port: settled
-        spec.write_text(json.dumps({"rank": 1, "spec": {}, "head_ports": {}}))
-        assert AGENT.do_ritual(cfg, D) == {"ok": True, "mem_available_gib": 100.0, "engine_processes": []}
-    finally:
-        s.close()
-    spec.write_text(json.dumps({"rank": 0, "spec": {}, "head_ports": {"api_port": port, "master_port": 1}}))
-    assert AGENT.do_ritual(cfg, D)["ok"] is True
 
 
 def _wd(monkeypatch, tmp_path, containers, health=200, canary=200, **cfg):
@@ -370,42 +296,3 @@ def test_canaries_failing_at_health_200_and_low_power_are_wedged(monkeypatch, tm
         ["verdict=wedged", "action=confirm"]]
 
 
-def _launch_fixture(name):
-    with open(os.path.join(ROOT, "tests", "fixtures", "watchdog", "launch", name)) as f:
-        return json.load(f)
-
-
-class _FakeDocker(object):
-    """DockerRank's surface verify_launch reads: cli.inspect_container_raw."""
-
-    def __init__(self, raw):
-        self.cli = self
-        self.raw = raw
-
-    def inspect_container_raw(self, name):
-        return self.raw
-
-
-def test_agent_verifies_the_launch_on_the_captured_worker():
-    """The demo fleet's worker: rendered spec and docker's inspect agree; then the three faults of issue 28."""
-    from ansible_collections.dgxspark.vllm.plugins.module_utils import docker_rank as D
-    spec = _launch_fixture("rank-worker.json")["spec"]
-    raw = _launch_fixture("inspect-worker.json")[0]
-    cfg = {"host": "spark-sim-1"}
-    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw), spec) == []
-    # a JSON-valued flag: the engine got the same JSON, spelt otherwise: as rendered
-    spec_json = dict(spec, command=spec["command"] + ["--speculative-config", '{"method":"mtp","num_speculative_tokens":2}'])
-    raw_json = json.loads(json.dumps(raw))
-    raw_json["Config"]["Cmd"] += ["--speculative-config", '{"num_speculative_tokens": 2, "method": "mtp"}']
-    assert AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json) == []
-    raw_json["Config"]["Cmd"][-1] = '{"num_speculative_tokens": 3, "method": "mtp"}'
-    altered = AGENT.verify_launch(cfg, D, _FakeDocker(raw_json), spec_json)
-    assert len(altered) == 1 and altered[0].startswith(
-        "spark-sim-1: rank container vllm_rank: the engine's command differs from the rendered one: argv[%d] is "
-        "'{\"num_speculative_tokens\": 3, \"method\": \"mtp\"}'" % (len(spec_json["command"]) - 1))
-    created = json.loads(json.dumps(raw))
-    created["State"].update(Status="created", Running=False)
-    created["HostConfig"]["RestartPolicy"]["Name"] = "unless-stopped"
-    errs = AGENT.verify_launch(cfg, D, _FakeDocker(created), spec)
-    assert [e.split(": ", 2)[2].split(" (")[0].split(",")[0] for e in errs] == [
-        "state is 'created'", "restart policy is 'unless-stopped'"]

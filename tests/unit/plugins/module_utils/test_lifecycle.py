@@ -79,8 +79,10 @@ def test_order_head_stopped_first_workers_from_the_highest_rank_head_last():
     assert res["steps"][-1] == ("health_gate", "h", True)
     assert res["evidence"] == ["h:/var/log/r-20261204T000000Z.log", "w1:/var/log/r-20261204T000000Z.log",
                                "w2:/var/log/r-20261204T000000Z.log"]
-    # the log line keeps the documented order (verdict.restart_steps)
-    assert lines[0].startswith("action=restart_group stamp=20261204T000000Z cause=head_down: test order=logs:h,")
+    # the log line gives the plan (lifecycle.plan, the steps vllm_ranks runs too)
+    assert lines[0] == ("action=restart_group stamp=20261204T000000Z cause=head_down: test order=ready:h,ready:w1,"
+                        "ready:w2,stop:h,stop:w1,stop:w2,streak:h,settle:h,settle:w1,settle:w2,start:w2,start:w1,"
+                        "start:h,load:h")
     # the old load ends, the new one is recorded with the gate's deadline after the head's start, then served
     assert nodes.records[0] is None and nodes.records[-1] is None
     rec = nodes.records[1]
@@ -255,3 +257,39 @@ def test_launch_mismatches_name_host_item_both_values_and_the_fix():
     assert L.launch_errors("h", "r", WANT, None)[0].startswith("h: rank container r does not exist after its start")
     short = L.launch_errors("h", "r", WANT, _raw(cmd=["/models/m"]))
     assert "argv has 1 items, rendered 3" in short[0]
+
+
+def test_plan_is_the_one_sequence_for_any_group_size():
+    for size in (2, 3, 4):
+        group = [{"host": "n%d" % r, "rank": r} for r in reversed(range(size))]
+        steps = L.plan(group)
+        hosts = ["n%d" % r for r in range(size)]
+        assert [(s["verb"], s["host"]) for s in steps] == (
+            [("ready", h) for h in hosts] + [("stop", h) for h in hosts] + [("streak", "n0")]
+            + [("settle", h) for h in hosts] + [("start", h) for h in reversed(hosts)] + [("load", "n0")])
+        assert [s["head"] for s in steps if s["verb"] == "settle"] == [True] + [False] * (size - 1)
+        assert [s["rank"] for s in steps if s["verb"] == "start"] == list(reversed(range(size)))
+    with pytest.raises(ValueError):
+        L.plan([{"host": "a", "rank": 0}, {"host": "b", "rank": 2}])
+
+
+def test_streak_refusal_names_every_rank_at_the_limit_and_only_those():
+    stops = [{"host": "h", "deaths": 0, "log_path": "/l/h.log"},
+             {"host": "w1", "deaths": 2, "log_path": "/l/w1.log", "last_errors": ["a", "NCCL error: unhandled system error"]},
+             {"host": "w2", "deaths": None, "log_path": None}]
+    msg = L.streak_refusal(stops, 2, "/var/log/dgxspark-vllm")
+    assert msg.startswith("stopping: these ranks died unexplained 2 or more times in a row")
+    assert "w1: 2 deaths, log /l/w1.log, last errors: a | NCCL error: unhandled system error" in msg
+    assert "h: 0 deaths" not in msg and "w2:" not in msg
+    assert L.streak_refusal(stops, 3) is None
+    assert L.streak_refusal(stops, 0) is None
+    assert L.streak_refusal([], 2) is None
+
+
+def test_a_death_streak_stops_the_restart_after_every_stop_and_before_any_settle():
+    clock = Clock()
+    nodes = FakeNodes(clock, stop={"w1": {"ok": True, "log_path": "/l", "running": False, "exit_code": 1, "deaths": 2}})
+    res = L.restart(nodes, GROUP, "rank_dead", "S", dict(TIMINGS, max_deaths=2), lambda m: None, clock, clock.sleep)
+    assert res["ok"] is False and res["failure"].startswith("streak on h failed: stopping: these ranks died")
+    assert [c for c in nodes.calls if c[0] == "stop"] == [("stop", "h"), ("stop", "w1"), ("stop", "w2")]
+    assert [c for c in nodes.calls if c[0] in ("settle", "start")] == []

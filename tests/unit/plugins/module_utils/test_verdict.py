@@ -200,12 +200,6 @@ def test_group_order_tp3():
         V.group_order({"a": 0, "b": 2})
 
 
-def test_restart_steps_save_logs_first_head_last():
-    steps = V.restart_steps([{"host": "h", "rank": 0}, {"host": "w", "rank": 1}])
-    assert steps == [("logs", "h"), ("logs", "w"), ("stop", "h"), ("stop", "w"), ("ritual", "h"), ("ritual", "w"),
-                     ("settled", "h"), ("settled", "w"), ("start", "w"), ("start", "h"), ("health_gate", "h")]
-
-
 def test_three_failed_restarts_give_up_success_clears():
     st, now = {}, 1000.0
     st, why = V.record_restart(st, now, False, 3)
