@@ -31,11 +31,12 @@ def read_fixture(*parts, strip_comments=True):
     return "".join(lines)
 
 
-def run_local_play(tmp_path, hosts, play_vars, tasks):
+def run_local_play(tmp_path, hosts, play_vars, tasks, host_vars=None):
     """Run tasks of a role with ansible-playbook on local connections (one per host name), the collection on its
-    path and the json callback. Returns (rc, {task name: {host: result}}, stdout + stderr tail)."""
+    path and the json callback; host_vars: inventory variables of every host (what hostvars[...] reads). Returns
+    (rc, {task name: {host: result}}, stdout + stderr tail)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    inv = {"all": {"hosts": dict((h, {}) for h in hosts),
+    inv = {"all": {"hosts": dict((h, dict(host_vars or {})) for h in hosts),
                    "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
     play = [{"hosts": "all", "gather_facts": False, "vars": play_vars, "tasks": tasks}]
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inv))

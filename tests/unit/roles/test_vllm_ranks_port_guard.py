@@ -1,6 +1,7 @@
-"""vllm_ranks' launch guard (roles/vllm_ranks/tasks/converge.yml, its two 'Launch guard' tasks) run with
-ansible-playbook on localhost against a real listener: the head is refused naming host, port, process and fix;
-free ports pass; a worker is never checked. The rule is module_utils/docker_rank.py's (test_port_guard.py)."""
+"""vllm_ranks' launch guard, the head's `settle` step of the group lifecycle (roles/vllm_ranks/tasks/step.yml, the
+vllm_group_step module, module_utils/rank_node.py), run with ansible-playbook on localhost against a real listener:
+the head is refused naming host, port, process and fix; free ports pass; a worker is never checked. The rule is
+module_utils/docker_rank.py's (test_port_guard.py); the watchdog's agent runs the same step."""
 import os
 import shutil
 import socket
@@ -10,24 +11,30 @@ import yaml
 
 from tests.unit.conftest import ROOT, run_local_play
 
-CONVERGE = os.path.join(ROOT, "roles", "vllm_ranks", "tasks", "converge.yml")
+STEP = os.path.join(ROOT, "roles", "vllm_ranks", "tasks", "step.yml")
 pytestmark = pytest.mark.skipif(not shutil.which("ss"), reason="iproute2 ss is not installed on this machine")
+NAME = "Vllm_ranks | Settle rank %d on spark-a"
 
 
-def _guard_tasks():
-    with open(CONVERGE) as f:
+def _step_task():
+    with open(STEP) as f:
         tasks = yaml.safe_load(f)
-    guard = [t for t in tasks if t.get("name", "").startswith(("Vllm_ranks | Launch guard | List listeners",
-                                                               "Vllm_ranks | Launch guard | The head's ports"))]
-    assert [t["name"] for t in guard] == ["Vllm_ranks | Launch guard | List listeners on the head's API and master ports",
-                                          "Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"]
-    return guard
+    assert tasks[0]["dgxspark.vllm.vllm_group_step"]["step"] == "{{ _vllm_ranks_step.verb }}"
+    return [tasks[0]]
 
 
 def _run(tmp_path, rank, api_port, master_port):
-    rc, tasks, tail = run_local_play(tmp_path, ["spark-a"], {
-        "vllm_rank": rank, "vllm_lane_spec": {"serve": {"api_port": api_port, "master_port": master_port}}},
-        _guard_tasks())
+    play_vars = {
+        "_vllm_ranks_step": {"verb": "settle", "host": "spark-a", "rank": rank, "head": rank == 0},
+        "vllm_rank": rank, "vllm_lane_spec": {"serve": {"api_port": api_port, "master_port": master_port}},
+        "vllm_ranks_docker": "docker",
+        "vllm_ranks_log_dir": str(tmp_path / "logs"), "_vllm_ranks_stamp": "20261204T000000Z",
+        "vllm_ranks_reset_deaths": False, "vllm_ranks_worker_wait_regex": "x", "vllm_ranks_head_wait_regex": "",
+        "vllm_ranks_worker_wait_timeout": 900, "vllm_ranks_head_wait_timeout": 600, "vllm_ranks_port_guard": True,
+        # the ritual off: this machine's caches are never dropped by a unit test
+        "vllm_ranks_memory_ritual": False, "vllm_ranks_spec_file": ""}
+    rc, tasks, tail = run_local_play(tmp_path, ["spark-a"], play_vars, _step_task(),
+                                     host_vars={"vllm_ranks_spec": {"name": "vllm_rank"}})
     assert tasks, tail
     return rc, dict((name, hosts["spark-a"]) for name, hosts in tasks.items())
 
@@ -46,15 +53,16 @@ def test_head_refused_on_a_taken_port_and_passes_when_free(tmp_path):
     finally:
         s.close()
     assert rc == 2
-    res = tasks["Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"]
-    assert res["failed"], res
+    res = tasks[NAME % 0]
+    assert res["failed"] and res["outcome"] == "port_taken", res
     assert res["msg"].startswith("spark-a: TCP port %d (lane serve.api_port) is in use although every rank of the "
                                  "group was removed: LISTEN" % port), res["msg"]
     assert "python" in res["msg"] and "Fix: stop that process" in res["msg"] and "no rank was started" in res["msg"]
     assert "serve.master_port" not in res["msg"]
     rc, tasks = _run(tmp_path / "free", 0, port, free_port)
     assert rc == 0, tasks
-    assert not tasks["Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"].get("failed")
+    assert not tasks[NAME % 0].get("failed")
+    assert tasks[NAME % 0]["outcome"] == "settled" and tasks[NAME % 0]["changed"] is False
 
 
 def test_a_worker_is_not_checked(tmp_path):
@@ -66,4 +74,4 @@ def test_a_worker_is_not_checked(tmp_path):
     finally:
         s.close()
     assert rc == 0, tasks
-    assert tasks["Vllm_ranks | Launch guard | List listeners on the head's API and master ports"].get("skipped")
+    assert tasks[NAME % 1]["outcome"] == "settled" and not tasks[NAME % 1].get("failed")
