@@ -312,12 +312,12 @@ def streak_refusal(stops, max_deaths, where="the saved logs on the nodes"):
     dead = [s for s in stops if s.get("deaths") is not None and int(s["deaths"]) >= int(max_deaths)]
     if not dead:
         return None
+    named = "; ".join("%s: %s deaths, log %s, last errors: %s" % (
+        s["host"], s["deaths"], s.get("log_path") or "none", " | ".join((s.get("last_errors") or [])[-3:]) or "none")
+        for s in dead)
     return ("stopping: these ranks died unexplained %d or more times in a row (catalogue worker_orphaned: diagnose, "
             "do not crash-loop): %s. Their saved logs are in %s. After fixing the cause, run again with "
-            "-e vllm_ranks_reset_deaths=true." % (int(max_deaths), "; ".join(
-                "%s: %s deaths, log %s, last errors: %s" % (s["host"], s["deaths"], s.get("log_path") or "none",
-                                                           " | ".join((s.get("last_errors") or [])[-3:]) or "none")
-                for s in dead), where))
+            "-e vllm_ranks_reset_deaths=true." % (int(max_deaths), named, where))
 
 
 def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=time.sleep, waiting=None, by="watchdog"):

@@ -27,7 +27,7 @@ description:
     reaches O(settle.min_available_gib) and no engine process is left; on the head it then refuses a listener on the
     lane's API or master port (O(head_ports); catalogue port_taken). It changes no configuration (reports C(ok)).
   - C(start) runs the rank from O(spec), waits for O(wait_regex) (event-driven), then verifies the launch
-    (C(lifecycle.launch_errors)): the container C(running), its restart policy, argv (JSON flags compared as JSON), env
+    (C(lifecycle.launch_errors)), that is the container C(running), its restart policy, argv (JSON flags compared as JSON), env
     and mounts as rendered; a mismatch fails naming the host, the item, both values and the fix.
   - C(load) records on the head that a load began and its deadline (C(lifecycle.load_record), beside O(rank_spec_file)),
     which the watchdog reads, so it never restarts a group that is loading.

@@ -294,5 +294,3 @@ def test_canaries_failing_at_health_200_and_low_power_are_wedged(monkeypatch, tm
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0:2] for line in out[:3]] == [["verdict=unknown", "action=none"]] * 2 + [
         ["verdict=wedged", "action=confirm"]]
-
-

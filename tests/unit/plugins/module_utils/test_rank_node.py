@@ -412,5 +412,5 @@ def test_engine_processes_reads_a_proc_tree(tmp_path):
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cmdline").write_bytes(cmd)
     (tmp_path / "self").mkdir()
-    assert R.engine_processes(str(tmp_path), me=1) == [{"pid": 10, "cmd": "vllm serve /models/m"},
-                                                        {"pid": 12, "cmd": "VLLM::EngineCore"}]
+    want = [{"pid": 10, "cmd": "vllm serve /models/m"}, {"pid": 12, "cmd": "VLLM::EngineCore"}]
+    assert R.engine_processes(str(tmp_path), me=1) == want
