@@ -253,8 +253,10 @@ class Fleet(object):
         self.workers = sorted(groups["vllm_workers"]["hosts"])
         self.worker = self.workers[0]
         self.nodes = [self.head] + self.workers
-        self.address = dict((h, v["ansible_host"]) for h, v in
-                            list(groups["vllm_head"]["hosts"].items()) + list(groups["vllm_workers"]["hosts"].items()))
+        hosts = list(groups["vllm_head"]["hosts"].items()) + list(groups["vllm_workers"]["hosts"].items())
+        self.address = dict((h, v["ansible_host"]) for h, v in hosts)
+        # inventory rank of each host (vllm_rank; the head is 0)
+        self.rank = dict((h, int(v.get("vllm_rank", 0))) for h, v in hosts)
         inv_dir = os.path.dirname(os.path.join(ROOT, inventory))
         with open(os.path.join(inv_dir, "group_vars", "spark_cluster", "fleet.yml")) as f:
             group_vars = yaml.safe_load(f)

@@ -36,8 +36,8 @@ FABRIC_IF = "enp1s0f1np1"
 def _failed_before_launch(fleet, run, before, snap):
     """rc != 0, no rank task ran, the group still runs untouched, nothing on the nodes changed."""
     assert run.rc != 0, run.output[-3000:]
-    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start"), \
-        "a rank was started after a failed check"
+    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Step "), \
+        "a lifecycle step ran after a failed check"
     after = fleet.ranks()
     assert_untouched(before, after)
     assert fleet.snapshot() == snap, "files changed on a node although the run stopped before launch"

@@ -1,7 +1,8 @@
 """Faults that need the rank group (re)started (issue 11): each costs one vLLM boot at most.
 
 Order matters: the head killed after ready (site.yml tears the orphaned worker down and restarts), a
-fix file altered in place under the running rank (site.yml restarts the group), a worker killed during
+fix file altered in place under the running rank (site.yml restarts the group), a launch that differs from the
+rendered one (the start step's launch verification fails on the first rank), a worker killed during
 boot (the readiness wait fails on the rank exit), a port taken on the head while the
 ranks are down (refused before any rank starts) and site.yml interrupted with SIGINT while the ranks
 start (the re-run repairs to a serving group).
@@ -92,11 +93,18 @@ def test_head_killed_after_ready(serving, tmp_path):
     assert run.rc == 0, run.output[-4000:]
     ev, msg = _group_report(run)
     assert "ranks not running: %s" % fleet.head in msg, msg
-    removed = run.ok("Vllm_ranks | Teardown | Remove every rank")
-    assert removed
-    items = dict((r["item"], r) for r in removed[0]["event_data"]["res"]["results"])
-    assert items[fleet.worker]["actions"] == ["save_logs", "remove"], items[fleet.worker]
-    assert items[fleet.head]["died"] is True, items[fleet.head]
+    # the stop steps of the one lifecycle (lifecycle.plan; step.yml): every rank removed, its log saved first
+    items = {}
+    for node in fleet.nodes:
+        stop = run.ok("Vllm_ranks | Step stop rank %d on %s" % (fleet.rank[node], node))
+        assert len(stop) == 1, [e["event_data"]["task"] for e in run.ok()][-40:]
+        items[node] = stop[0]["event_data"]["res"]
+    assert (items[fleet.worker]["removed"], items[fleet.worker]["running"]) == (True, True), items[fleet.worker]
+    assert items[fleet.worker]["log_path"], items[fleet.worker]
+    # the killed head was found stopped: an unexplained death, its cause named from the log saved before removal
+    assert (items[fleet.head]["removed"], items[fleet.head]["running"]) == (True, False), items[fleet.head]
+    assert items[fleet.head]["deaths"] >= 1 and items[fleet.head]["exit_code"] == 137, items[fleet.head]
+    assert "rank_killed" in items[fleet.head]["diagnosis"], items[fleet.head]
     ranks = _restarted_in_order(fleet, t_kill)
     assert ranks[fleet.worker]["id"] != before[fleet.worker]["id"]
     assert_serving(fleet)
@@ -186,6 +194,47 @@ def test_rank_stopped_while_its_fix_files_are_read_is_left_to_the_health_gate(fl
     assert not run.ok(task="Kernel_fix | Compare mounts and bytes with the lane")
 
 
+# A docker that creates something else than it was told (a daemon default, a wrapper, an edit): it runs the rank
+# with restart policy `always`. Installed on every node, used through vllm_ranks_docker for this run only.
+_TAMPER = "/usr/local/bin/docker-restart-always"
+_TAMPER_SCRIPT = """#!/usr/bin/python3
+import os, sys
+a = sys.argv[1:]
+if a[:1] == ["run"] and "--restart" in a:
+    a[a.index("--restart") + 1] = "always"
+os.execvp("docker", ["docker"] + a)
+"""
+
+
+def test_a_launch_that_differs_from_the_rendered_one_fails_naming_the_host(fleet, tmp_path):
+    """restart.yml with a docker that turns every rank's restart policy into `always`: the start step's launch
+    verification (rank_node.Node.start, lifecycle.launch_errors) fails on the first rank started (the highest worker),
+    naming the host, the item, both values and the fix; the head is never started."""
+    first = max(fleet.workers, key=lambda h: fleet.rank[h])  # lifecycle.plan starts the highest rank first
+    for node in fleet.nodes:
+        node_sh(node, "cat > %s <<'EOF'\n%sEOF\nchmod 0755 %s" % (_TAMPER, _TAMPER_SCRIPT, _TAMPER))
+    t0 = time.time()
+    try:
+        run = start_playbook("playbooks/restart.yml", tmp_path, extravars={"vllm_ranks_docker": _TAMPER})
+    finally:
+        for node in fleet.nodes:
+            node_sh(node, "rm -f %s" % _TAMPER, check=False)
+    assert run.rc != 0, run.output[-4000:]
+    fails = run.failures()
+    assert fails, run.output[-4000:]
+    ev = fails[0]
+    msg = failure_message(ev)
+    assert ev["event_data"]["task"] == "Vllm_ranks | Step start rank %d on %s" % (fleet.rank[first], first), ev["event_data"]
+    assert ("%s: rank container %s: restart policy is 'always', rendered 'no'" % (first, fleet.container)) in msg, msg
+    assert "Fix: re-run site.yml" in msg, msg
+    after = fleet.ranks()
+    assert not after[fleet.head]["running"], after  # the head never started against a group that is not as rendered
+    record("launch_differs", fault="restart.yml with a docker wrapper that sets --restart always on every node",
+           detected_in_s=round(ev["t"] - t0, 1), detected_in_from="the run's start", detected_by=ev["event_data"]["task"],
+           failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
+           state_after=state_summary(after), repair="the next scenario's restart.yml, then site.yml")
+
+
 def test_worker_killed_during_boot(fleet, tmp_path):
     """restart.yml runs; the worker's rank is killed once the head started: the readiness wait fails on the
     rank exit (its reason class and last log lines), not on the ready timeout."""
@@ -264,7 +313,7 @@ def test_master_port_taken_on_head_while_ranks_down(fleet, tmp_path):
     assert "is held by another process, not by the rank container %s (not running)" % fleet.container in msg, msg
     assert 'users:(("python3",pid=' in msg and "Fix: stop that process" in msg, msg
     assert "vllm_lane_overrides.serve.master_port" in msg, msg
-    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start one rank")
+    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Step start rank")
     after = fleet.ranks()
     assert not any(r["exists"] for r in after.values()), after
     _wait_for("the port to be free", lambda: not node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.master_port)[1], 30)
@@ -290,11 +339,12 @@ def test_port_taken_on_head_while_ranks_down(fleet, tmp_path):
     assert run.rc != 0, run.output[-4000:]
     first = run.first_failure()
     msg = failure_message(first)
-    assert first["event_data"]["task"] == "Vllm_ranks | Launch guard | The head's ports must be free before any rank starts"
-    assert failed_hosts(run) == [head]
+    # the head's settle step of the lifecycle runs the port guard once every rank is stopped
+    assert first["event_data"]["task"] == "Vllm_ranks | Step settle rank 0 on %s" % head, first["event_data"]
+    assert first["event_data"]["res"]["outcome"] == "port_taken"
     assert "%s: TCP port %d (lane serve.api_port) is in use" % (head, fleet.api_port) in msg, msg
     assert "python3" in msg and "Fix: stop that process" in msg and "no rank was started" in msg, msg
-    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Start one rank")
+    assert not run.task_events(("runner_on_ok", "runner_on_failed"), task="Vllm_ranks | Step start rank")
     after = fleet.ranks()
     assert not any(r["exists"] for r in after.values()), after
     _wait_for("the ports to be free", lambda: not node_sh(head, "ss -Hltn 'sport = :%d'" % fleet.api_port)[1], 30)

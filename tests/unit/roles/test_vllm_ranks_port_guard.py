@@ -13,7 +13,7 @@ from tests.unit.conftest import ROOT, run_local_play
 
 STEP = os.path.join(ROOT, "roles", "vllm_ranks", "tasks", "step.yml")
 pytestmark = pytest.mark.skipif(not shutil.which("ss"), reason="iproute2 ss is not installed on this machine")
-NAME = "Vllm_ranks | Settle rank %d on spark-a"
+NAME = "Vllm_ranks | Step settle rank %d on spark-a"
 
 
 def _step_task():
