@@ -75,6 +75,14 @@ def set_gpu(fleet, node, **fields):
     node_sh(node, "mkdir -p /run/sim && echo '%s' > /run/sim/gpu.json" % data if fields else "rm -f /run/sim/gpu.json")
 
 
+def _plan_line(fleet):
+    workers = sorted(fleet.workers, key=lambda h: fleet.rank[h])
+    steps = ([("ready", h) for h in [fleet.head] + workers] + [("stop", h) for h in [fleet.head] + workers]
+             + [("streak", fleet.head)] + [("settle", h) for h in [fleet.head] + workers]
+             + [("start", h) for h in list(reversed(workers)) + [fleet.head]] + [("load", fleet.head)])
+    return ",".join("%s:%s" % s for s in steps)
+
+
 def wait_for(pred, timeout, step=2.0, what=""):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -159,7 +167,8 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
     t_detect, verdict_line = first_line(lines, "verdict=%s" % expect_verdict)
     assert t_detect, lines
     t_act, action = first_line(lines, "action=restart_group stamp=")
-    assert action and "order=logs:" in action, lines
+    # the one plan (lifecycle.plan, the steps vllm_ranks runs too), head first to stop, head last to start
+    assert action and action.endswith(" order=%s" % _plan_line(fleet)), (action, lines)
     assert "result=serving" in result, result
     assert_group_restarted_in_order(fleet, before, lines)
     stamp = action.split("stamp=")[1].split()[0]
@@ -280,7 +289,7 @@ def test_head_killed_with_a_persistent_fault_three_strikes_then_give_up(watched,
         assert t_detect, lines
         attempts = [m for _t, m in lines if "action=restart_group stamp=" in m]
         assert len(attempts) == 3, attempts
-        assert all("order=logs:" in m for m in attempts), attempts
+        assert all(m.endswith(" order=%s" % _plan_line(fleet)) for m in attempts), attempts
         assert [m for _t, m in lines if "action=give_up" in m]
         # workers first, head last: the head is never started while the worker's start fails
         starts = [m.split()[1] for _t, m in lines if m.startswith("step=start")]
