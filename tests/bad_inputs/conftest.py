@@ -17,6 +17,42 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.dirname(sys.executable)
 
 
+# Test functions whose parametrized cases share one ansible-playbook run (a module-scoped batch fixture). Under -n
+# (make units) xdist's default `load` distribution hands cases of one function to both workers, and each worker
+# that got one runs the whole batch (the 115-host lane-overrides batch ran twice). BatchScheduling sends each of
+# these functions to one worker, every other test alone as `load` does, the functions with most cases first.
+# (xdist's own `--dist loadgroup` with xdist_group marks groups nothing under pytest 9: it renames item._nodeid,
+# which pytest 9 no longer reads.)
+BATCHED = (
+    "test_lane_overrides.py::test_bad_override_is_refused",
+)
+
+
+def batched_function(nodeid):
+    """The test function (module file::name) of a node id whose cases share a batch, else None."""
+    function = nodeid.split("[", 1)[0]
+    return function if function.rsplit("/", 1)[-1] in BATCHED else None
+
+
+def assert_batched():
+    """Called by a batch fixture: the test function it serves is in BATCHED (else each worker would run it)."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
+    assert batched_function(current), "add %s to BATCHED in tests/bad_inputs/conftest.py" % current.split("[")[0]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist: xdist's own scheduler
+    from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
+
+    class BatchScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return batched_function(nodeid) or nodeid
+
+    return BatchScheduling(config, log)
+
+
 def write_inventory(tmp_path, size, group_vars):
     """A head (rank 0) and size-1 workers, all on unreachable addresses; returns hosts.yml path."""
     names = ["node-%s" % chr(ord("a") + i) for i in range(size)]

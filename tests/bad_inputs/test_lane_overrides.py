@@ -6,7 +6,7 @@ message the operator reads, so a reworded or lost rule fails here.
 """
 import pytest
 
-from .conftest import assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory
+from .conftest import assert_batched, assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory
 
 GIB = 1024 ** 3
 CPU2 = ("sim_cpu_tp2", 2)
@@ -296,6 +296,7 @@ ALL_CASES = [(c[0], "earlier", c[1], c[2], c[3]) for c in CASES] + SCHEMA_CASES
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
     """Every case in one ansible-playbook run: one host per case, each with its own lane and overrides."""
+    assert_batched()
     tmp = tmp_path_factory.mktemp("lane-overrides")
     cases = dict((c[0], {"vllm_lane": c[2][0], "vllm_lane_overrides": c[3]}) for c in ALL_CASES)
     inv = write_case_inventory(tmp, cases, {"vllm_lane": "sim_cpu_tp2"})
