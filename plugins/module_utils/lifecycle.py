@@ -369,7 +369,7 @@ def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=tim
             failure = step("start", host, res, "rank %s did not come up (%s)" % (s["rank"], _why(res)))
         elif verb == "load":
             nodes.loading(load_record(clock(), timings["gate_s"], by))
-            failure = health_gate(nodes, [g for g in ready_hosts], timings["gate_s"], clock, sleep)
+            failure = health_gate(nodes, list(ready_hosts), timings["gate_s"], clock, sleep)
             out["steps"].append(("health_gate", host, failure is None))
             log("step=health_gate host=%s ok=%s %s" % (host, failure is None, failure or ""))
             nodes.loading(None)

@@ -97,10 +97,15 @@ class Node(object):
         self.run = run
         self.clock, self.sleep = clock, sleep
         self.reader, self.writer = reader, writer
-        self.processes = processes or (lambda: engine_processes())
+        self.processes = processes or self._engine_processes
         self.host = cfg.get("host") or "this node"
         self.dr = DockerRank(run, docker=cfg.get("docker") or "docker", log_dir=cfg.get("log_dir") or
                              "/var/log/dgxspark-vllm", stamp=stamp, clock=clock, sleep=sleep)
+
+    @staticmethod
+    def _engine_processes():
+        # looked up at call time, so a test can replace the module's engine_processes
+        return engine_processes()
 
     # ---------------------------------------------------------------------------------------------
     def rank_spec(self):
