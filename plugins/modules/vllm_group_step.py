@@ -42,9 +42,10 @@ options:
     type: str
     required: true
   container:
-    description: The rank container's name (the lane's C(container.name)).
+    description:
+      - The rank container's name (the lane's C(container.name)).
+      - Required by C(ready), C(stop) and C(start); C(settle) and C(load) do not touch the container.
     type: str
-    required: true
   docker:
     description: The docker CLI.
     type: str
@@ -242,7 +243,7 @@ def main():
         argument_spec=dict(
             step=dict(type="str", required=True, choices=["ready", "stop", "settle", "start", "load"]),
             host=dict(type="str", required=True),
-            container=dict(type="str", required=True),
+            container=dict(type="str"),
             docker=dict(type="str", default="docker"),
             log_dir=dict(type="path", default="/var/log/dgxspark-vllm"),
             log_stamp=dict(type="str"),
@@ -270,7 +271,8 @@ def main():
             deadline_s=dict(type="float"),
             by=dict(type="str", default="vllm_ranks"),
         ),
-        required_if=[("step", "start", ["spec"]), ("step", "load", ["rank_spec_file", "deadline_s"]),
+        required_if=[("step", "start", ["spec", "container"]), ("step", "stop", ["container"]),
+                     ("step", "ready", ["container"]), ("step", "load", ["rank_spec_file", "deadline_s"]),
                      ("step", "ready", ["rank_spec_file", "spec"], True)],
         supports_check_mode=True,
     )

@@ -100,3 +100,15 @@ def test_settle_reports_ok_not_changed(docker, tmp_path, monkeypatch):
     assert failed and res["outcome"] == "not_settled"
     assert res["msg"].startswith("spark-sim-1: MemAvailable stayed at 50.00 GiB, below node_prep_settle_min_available_gib "
                                  "60 GiB after 1 s")
+
+
+def test_settle_needs_no_container_and_stop_does(docker, tmp_path, monkeypatch):
+    # node_prep's memory_ritual.yml runs the settle step with no rank container named (molecule node_prep verify)
+    monkeypatch.setattr("ansible_collections.dgxspark.vllm.plugins.module_utils.rank_node.engine_processes", lambda: [])
+    res, failed = run_module(vllm_group_step.main, {
+        "step": "settle", "host": "np-0", "settle": {"min_available_gib": 0.0, "drop_caches": False,
+                                                     "compact": False, "sync": False, "delay_s": 0.5}})
+    assert not failed, res
+    assert (res["changed"], res["ok"]) == (False, True)
+    res, failed = run_module(vllm_group_step.main, {"step": "stop", "host": "np-0"})
+    assert failed and res["msg"] == "step is stop but all of the following are missing: container"
