@@ -194,8 +194,8 @@ def canary_power_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, b
     by_host, facts, failures, warnings = {}, {}, [], []
     for host in sorted(samples_by_host or {}):
         rows = samples_by_host[host] or []
-        med = dict((k, _median([r.get(k) for r in rows]))
-                   for k in ("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz", "power_w"))
+        med = gpu_medians({host: rows})[host] or dict.fromkeys(("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz",
+                                                                 "power_w"))
         throttles = [r.get("throttle_active") for r in rows if r.get("throttle_active") is not None]
         throttle = max(throttles) if throttles else None
         stuck = gpu_stuck_low_power(med["utilization_pct"], med["clocks_sm_mhz"], med["clocks_app_mhz"],
@@ -295,24 +295,48 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
         return done("head_down", "the head's /health does not answer 200 on %s" % head[0]["host"], [head[0]["host"]])
     if first is None or second is None:
         return done("unknown", "no /metrics pair yet")
+    stall = stall_verdict(first, second, window_s, gpus, power_floor_w, busy_util_pct)
+    out["wedge"] = stall["wedge"]
+    return done(stall["verdict"], stall["cause"], stall["hosts"])
+
+
+# Callers: classify (the watchdog) and roles/vllm_health (filter gpu_stall_verdict, module vllm_health mode=metrics):
+# the health gate and the watchdog judge a stall by this one rule (issue 28).
+def stall_verdict(first, second, window_s, gpus=None, power_floor_w=DEFAULT_POWER_FLOOR_W,
+                  busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
+    """Is a serving engine stalled? first/second: serving_counters() window_s seconds apart; gpus: {host: sample}
+    (parse_gpu_query(), or gpu_medians() of a series). Generation tokens frozen with requests in flight is 'wedged'
+    unless a GPU draws power at or above power_floor_w ('long_prefill': it computes, no action). Returns
+    {verdict (unknown | idle | progressing | long_prefill | wedged), cause, hosts, wedge, gpu_states}."""
+    states = dict((h, gpu_state(s, power_floor_w, busy_util_pct)) for h, s in (gpus or {}).items())
     wedge = wedge_verdict(first, second, window_s)
-    out["wedge"] = wedge
+    out = {"wedge": wedge, "gpu_states": states, "hosts": []}
     if wedge["stalled"] is None:
-        return done("unknown", wedge["msg"])
+        return dict(out, verdict="unknown", cause=wedge["msg"])
     if not wedge["stalled"]:
         if wedge["busy"] <= 0 and (wedge["generated"] or 0) <= 0:
-            return done("idle", "no request running or waiting")
-        return done("progressing", wedge["msg"])
+            return dict(out, verdict="idle", cause="no request running or waiting")
+        return dict(out, verdict="progressing", cause=wedge["msg"])
     computing = sorted(h for h, st in states.items() if st == "computing")
     if computing:
-        return done("long_prefill", "generation tokens frozen for %s s with %d request(s) in flight, but %s draw(s) "
-                    "power at or above %s W: the GPU computes (a long prefill), no action"
-                    % (window_s, wedge["busy"], ", ".join(computing), power_floor_w))
+        return dict(out, verdict="long_prefill", cause=(
+            "generation tokens frozen for %s s with %d request(s) in flight, but %s draw(s) power at or above %s W: "
+            "the GPU computes (a long prefill), no action" % (_fmt_num(window_s), wedge["busy"], ", ".join(computing),
+                                                               _fmt_num(power_floor_w))))
     low = sorted(h for h, st in states.items() if st in ("spinning", "low"))
-    return done("wedged", "generation tokens frozen at %s for %s s with %d request(s) in flight and every GPU "
-                "below %s W (%s): a rank is stuck in a collective"
-                % ((second or {}).get("generation_tokens"), window_s, wedge["busy"], power_floor_w,
-                   ", ".join("%s %s" % (h, states[h]) for h in low) or "no GPU reading"), low)
+    return dict(out, verdict="wedged", hosts=low, cause=(
+        "generation tokens frozen at %s for %s s with %d request(s) in flight and every GPU below %s W (%s): a rank "
+        "is stuck in a collective (tear down every rank, catalogue worker_orphaned)"
+        % (_fmt_num((second or {}).get("generation_tokens")), _fmt_num(window_s), wedge["busy"], _fmt_num(power_floor_w),
+           ", ".join("%s %s" % (h, states[h]) for h in low) or "no GPU reading")))
+
+
+def gpu_medians(samples_by_host):
+    """{host: [samples of parse_gpu_samples()]} -> {host: medians of utilization_pct, clocks_sm_mhz, clocks_app_mhz,
+    power_w} (None where no sample had the field); a host without samples maps to {} (gpu_state 'unknown')."""
+    return dict((h, dict((k, _median([r.get(k) for r in (rows or [])]))
+                         for k in ("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz", "power_w")) if rows else {})
+                for h, rows in (samples_by_host or {}).items())
 
 
 # No caller yet: the frozen-load rule (catalogue uvm_livelock) needs two samples of loaded shards and GPU power

@@ -324,7 +324,9 @@ smoke:
   type: dict
 metrics:
   description: >-
-    I(mode=metrics) C(first)/C(second) serving counters, C(wedge) verdict, C(spec_decode) (deltas between the
+    I(mode=metrics) C(first)/C(second) serving counters, C(wedge) (tokens frozen with requests in flight), C(stall)
+    (the watchdog's stall rule, module_utils/verdict.py C(stall_verdict), without GPU readings here - C(verdict),
+    C(cause)), C(spec_decode) (deltas between the
     scrapes) and C(spec_decode_cumulative), C(kv_pool) and C(nccl) (C(by_rank), C(versions), C(failures),
     C(warnings): the NCCL version every rank logged, which must agree; catalogue nccl_version_skew) when O(ranks)
     is given.
@@ -632,14 +634,16 @@ def run_metrics(module):
     s2 = scrape(module, url)
     c1, c2 = V.serving_counters(s1), V.serving_counters(s2)
     sd1, sd2 = H.spec_decode_counters(s1), H.spec_decode_counters(s2)
-    metrics = {"first": c1, "second": c2, "wedge": V.wedge_verdict(c1, c2, p["interval_s"]),
+    # the watchdog's rule (verdict.stall_verdict); the role adds every node's GPU samples (filter gpu_stall_verdict)
+    stall = V.stall_verdict(c1, c2, p["interval_s"])
+    metrics = {"first": c1, "second": c2, "wedge": stall["wedge"], "stall": stall,
                "spec_decode": H.spec_decode_stats(sd2, sd1), "spec_decode_cumulative": H.spec_decode_stats(sd2),
                "samples": len(s2)}
     if p["ranks"]:
         metrics["kv_pool"] = H.kv_pool_summary(p["ranks"], p["kv_spread_warn_gib"], p["kv_pin_bytes"])
         metrics["nccl"] = H.nccl_version_agreement(p["ranks"], p["nccl_expected"])
     out = {"changed": False, "metrics": metrics, "elapsed_s": round(time.time() - start, 1)}
-    if metrics["wedge"]["stalled"] and p["fail_on_error"]:
+    if stall["verdict"] == "wedged" and p["fail_on_error"]:
         module.fail_json(msg="%s: %s" % (url, metrics["wedge"]["msg"]), **out)
     module.exit_json(**out)
 
