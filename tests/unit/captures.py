@@ -216,3 +216,30 @@ def parse_g19_numbers(text):
     return {"stuck": {"util": float(m.group(1)), "sm": float(m.group(2)), "apps": float(m.group(3)),
                       "max": float(m.group(4)), "power": float(m.group(5))},
             "recovered": {"sm": float(r.group(1)), "power": float(r.group(2))}}
+
+
+# --- process listings (plugins/module_utils/processes.py reads /proc; the captures are `ps` listings)
+
+def proc_tree_from_ps(text, root, cgroups=None):
+    """Lay out a `ps -eo pid,rss:10,comm:16,args` listing as a /proc tree under root (comm, cmdline with NULs
+    between the arguments, status with VmRSS, cgroup), so the tests run the production reader on it.
+
+    Columns are cut at the header: PID and RSS are the words before the first COMMAND, the process name lies
+    between the two COMMAND headers (it may hold spaces), the arguments follow. cgroups: {pid: cgroup line}."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    head = lines[0]
+    comm_at = head.index("COMMAND")
+    args_at = head.index("COMMAND", comm_at + 1)
+    pids = []
+    for line in lines[1:]:
+        pid, rss = line[:comm_at].split()
+        comm = line[comm_at:args_at].strip()
+        args = line[args_at:].split()
+        d = root / pid
+        d.mkdir(parents=True)
+        (d / "comm").write_text(comm + "\n")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in args) + b"\0")
+        (d / "status").write_text("Name:\t%s\nVmRSS:\t%8s kB\n" % (comm, rss))
+        (d / "cgroup").write_text((cgroups or {}).get(int(pid), "0::/user.slice/user-1000.slice/session-3.scope") + "\n")
+        pids.append(int(pid))
+    return pids
