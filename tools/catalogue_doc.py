@@ -82,6 +82,10 @@ def render(catalogue):
         out.append("")
         out.append("Fix: %s" % e["fix"])
         out.append("")
+        if e.get("supersedes"):
+            out.append("Replaces %s when both match (that fix would be the wrong one)." % ", ".join(
+                "[%s](#%s)" % (s, s) for s in e["supersedes"]))
+            out.append("")
         out.append("Source: %s" % "; ".join(e["source"]))
         if e["refs"]:
             out.append("")

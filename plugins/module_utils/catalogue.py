@@ -21,6 +21,8 @@ Entry keys:
     state    list of {fact, op, value}: op present | eq | gt | lt on a node fact
              (diagnose.node_facts derives the facts from the collected evidence)
   generic  true for a catch-all: it ranks below every specific match
+  supersedes  ids of entries this one replaces when both match (the same symptom, a more precise cause): the
+           classifier drops them, so their fix is not offered beside this one
   cause    what went wrong
   fix      what to do
   source   public material the lesson comes from (facts only)
@@ -42,6 +44,23 @@ CATALOGUE = [
         "source": ["tonyd2wild/GLM-5.3-Flash-NVFP4-DFlash2-2x-DGX-Spark docs/OPEN-PROBLEMS.md #6",
                    "tonyd2wild/GLM-5.3-Flash-NVFP4-1M-KV-4x-DGX-Spark runbook"],
         "refs": ["F17", "G#8"],
+    },
+    {
+        "id": "engine_memory_held",
+        "class": "free_memory_check",
+        "title": "a relaunch found memory held by a leftover engine process",
+        "matchers": {"state": [{"fact": "engine_memory_held", "op": "present"}]},
+        "supersedes": ["free_memory_refused"],
+        "cause": "Engine processes of an earlier group (VLLM::EngineCore, VLLM::Worker_TP*, vllm serve) still run "
+                 "on the node after its rank stopped and hold its memory, so MemAvailable did not come back and the "
+                 "relaunch found too little free memory: the memory is held, not short.",
+        "fix": "Free the holder the evidence names: stop it (kill <pid>; kill -9 when it does not exit, or remove "
+               "the container it runs in), or reboot the node when it does not go; then re-run site.yml, which "
+               "tears every rank down and relaunches workers first. Leave gpu_memory_utilization as it is.",
+        "source": ["a GB10 vLLM log's nvidia-smi process table (sample S05): VLLM::EngineCore 61383MiB while "
+                   "memory.used reads [N/A]",
+                   "spark-arena/sparkrun issue #141 (processes left holding ~95 GB of unified memory)"],
+        "refs": [],
     },
     {
         "id": "min_free_kbytes_raised",
@@ -161,10 +180,12 @@ CATALOGUE = [
         "matchers": {"journal": [r"systemd-oomd\[\d+\]: Killed \S+ due to memory (?:used|pressure)|"
                                  r"earlyoom\[\d+\]: .*(?:sending SIG(?:TERM|KILL)|killing process)",
                                  r"Task was killed due to the node running low on memory"]},
-        "cause": "A userspace memory monitor killed the rank from outside (docker shows exit 137 and OOMKilled "
-                 "false); on unified memory its thresholds trip during weight load.",
-        "fix": "Exclude the rank containers from systemd-oomd/earlyoom or disable them on serving nodes; on Ray "
-               "lanes set RAY_memory_usage_threshold=0.99.",
+        "cause": "A userspace memory monitor killed the rank from outside. earlyoom and nohang send SIGTERM first, so "
+                 "the rank exits 143 (128 + SIGTERM) with OOMKilled false, 137 only when the monitor goes on to "
+                 "SIGKILL; on unified memory its floor trips during weight load.",
+        "fix": "Exclude the rank containers from systemd-oomd/earlyoom or disable them on serving nodes, or set "
+               "the killer's floor below the free memory the plan predicts at peak (preflight compares the two); "
+               "on Ray lanes set RAY_memory_usage_threshold=0.99.",
         "source": ["localaiguyy/GLM-5.3-Flash-NVFP4-3x-DGX-Spark docs/CHANGES-REQUIRED.md (Ray memory monitor)"],
         "refs": ["G#44"],
     },

@@ -19,8 +19,10 @@ import re
 
 try:
     from ansible_collections.dgxspark.vllm.plugins.module_utils.catalogue import CATALOGUE
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
 except ImportError:  # the watchdog imports the file next to it, outside Ansible
     from catalogue import CATALOGUE  # type: ignore
+    import processes  # type: ignore
 
 # how much one kind of evidence weighs in the ranking; a generic entry never ranks above 1
 WEIGHTS = {"state": 4, "kernel": 3, "journal": 3, "log": 3, "exit": 3, "api": 2}
@@ -129,7 +131,8 @@ def diagnose(evidence, exclude_classes=(), only=None):
 
     Score: the sum of the weights of the kinds of evidence found (a node fact weighs most, then a log,
     kernel or journal line or the container's exit, then an API answer); a generic entry scores 1.
-    Ties go to the earliest log line (the root cause precedes the cascade), then catalogue order.
+    Ties go to the earliest log line (the root cause precedes the cascade), then catalogue order. An entry that
+    supersedes another (catalogue key `supersedes`) removes it when both match: its fix would be the wrong one.
     """
     lines = {}
     ranked = []
@@ -153,7 +156,9 @@ def diagnose(evidence, exclude_classes=(), only=None):
             "evidence_all": [h["line"] for h in hits], "score": score, "extract": extract,
         }))
     ranked.sort(key=lambda r: r[0])
-    return [r[1] for r in ranked]
+    matched = set(r[1]["id"] for r in ranked)
+    dropped = set(s for e in CATALOGUE if e["id"] in matched for s in e.get("supersedes", ()))
+    return [r[1] for r in ranked if r[1]["id"] not in dropped]
 
 
 # ------------------------------------------------------------------------------ node facts
@@ -211,7 +216,8 @@ def node_facts(raw):
     fix_files ([{name, expected, node_sha256, rank_sha256}]), listeners ([{port, process}]),
     ports ([int]), container ({running}), docker_group ({user, member}), disk ([{path, free_gib, min_gib}]),
     nccl_conf (text), gpu ({util, sm_clock, app_clock, power}), nccl_env ({NCCL_*: value}),
-    ib_devices ([name]), args (the rank's argv).
+    ib_devices ([name]), args (the rank's argv), processes ([{pid, comm, argv, rss_kib}], processes.read_processes),
+    compute_apps (text of `nvidia-smi --query-compute-apps=pid,process_name,used_memory`, processes.COMPUTE_APPS_ARGV).
     """
     facts = {}
     meminfo = raw.get("meminfo")
@@ -262,6 +268,13 @@ def node_facts(raw):
                  if l.get("port") in (raw.get("ports") or [])]
         if taken:
             facts["port_taken"] = "; ".join(taken)
+    held = leftover_engines(raw)
+    if held:
+        mem = meminfo or ""
+        avail, total = _meminfo_kib(mem, "MemAvailable"), _meminfo_kib(mem, "MemTotal")
+        facts["engine_memory_held"] = "%s hold %.2f GiB with the rank stopped%s" % (
+            processes.describe(held), processes.held_gib(held),
+            "; MemAvailable %.2f of %.2f GiB" % (avail / 1048576.0, total / 1048576.0) if avail and total else "")
     group = raw.get("docker_group") or {}
     if group.get("user") and group.get("member") is False:
         facts["docker_group_missing"] = "%s is not in the docker group" % group["user"]
@@ -287,6 +300,15 @@ def node_facts(raw):
     if stuck:
         facts["gpu_stuck_low_power"] = stuck
     return facts
+
+
+def leftover_engines(raw):
+    """Engine processes (processes.py, by name) on a node whose rank container is not running: an earlier group's
+    leftovers, which hold the memory a relaunch needs (catalogue engine_memory_held). While the rank runs, the engine
+    processes are its own and nothing is reported."""
+    if (raw.get("container") or {}).get("running") or not raw.get("processes"):
+        return []
+    return processes.engine_processes(raw["processes"], processes.parse_compute_apps(raw.get("compute_apps")))
 
 
 def gpu_stuck_low_power(util, sm_clock, app_clock, power, throttle_active=None):

@@ -295,8 +295,11 @@ def disk_shortfalls(needs, probes):
 # --- per-node verdicts ---------------------------------------------------------------------
 
 # Userspace memory monitors that kill processes from outside the kernel's OOM path (catalogue userspace_oom_killer):
-# docker then reports exit 137 with OOMKilled false. Matched on /proc/<pid>/comm.
+# docker then reports exit 143 (SIGTERM, earlyoom's and nohang's first signal) or 137 (SIGKILL) with OOMKilled false.
+# Matched on /proc/<pid>/comm.
 USERSPACE_OOM_KILLERS = ("systemd-oomd", "earlyoom", "nohang", "oomd")
+# The exit codes of a rank ended by a signal from outside: 128 + SIGTERM (15), 128 + SIGKILL (9).
+KILLED_FROM_OUTSIDE = (143, 137)
 
 
 def running_oom_killers(comms):
@@ -326,7 +329,7 @@ def oom_killer_note(killers):
     if not killers:
         return ""
     one = len(killers) == 1
-    return ("%s %s on this node and kill%s processes from outside the kernel (exit 137, OOMKilled false; "
+    return ("%s %s on this node and kill%s processes from outside the kernel (exit 143 on SIGTERM, 137 on SIGKILL, OOMKilled false; "
             "catalogue userspace_oom_killer)" % (" and ".join(killers), "runs" if one else "run", "s" if one else ""))
 
 

@@ -13,7 +13,7 @@ command runner, clock, sleep and file reader are injected, so every branch is un
 The step config (`cfg`, one dict; the agent's agent.json and the module's parameters give the same keys):
   host, container, docker, log_dir, rank_spec_file;
   settle: {min_available_gib (GiB or None), timeout_s, delay_s, sync, swap_cycle, drop_caches, compact,
-           engine_processes (wait until none is left)};
+           engine_processes (wait until none is left: processes.py names them)};
   ready: {swap_required, swappiness, sysctl_file, mtu {ifname: bytes}}.
 """
 
@@ -23,7 +23,6 @@ __metaclass__ = type
 
 import json
 import os
-import re
 import time
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
@@ -37,12 +36,9 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
 from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
 from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import launch_errors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import swap_cycle_plan
+from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import run_argv
 
-# Engine processes of any group: the API server, EngineCore and Worker processes (ps shows VLLM::...).
-ENGINE_RE = re.compile(r"(?:^|[/\s])vllm(?:\s|$)|VLLM::|vllm\.entrypoints|vllm-rank")
-# Never counted as an engine: this project's own programs.
-OWN_RE = re.compile(r"dgxspark-vllm-agent|dgxspark-vllm-watchdog|vllm_group_step")
 # an image name no spec uses: run_argv puts the command right after the image
 _IMAGE_MARK = "\0dgxspark-image\0"
 
@@ -68,24 +64,9 @@ def meminfo_kib(text):
 
 
 def engine_processes(proc_root="/proc", me=None):
-    """[{pid, cmd}] of the engine processes visible on this node (a group's leftovers after every rank stopped)."""
-    me = os.getpid() if me is None else me
-    out = []
-    try:
-        pids = os.listdir(proc_root)
-    except OSError:
-        return out
-    for pid in pids:
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            with open(os.path.join(proc_root, pid, "cmdline"), "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except (IOError, OSError):
-            continue
-        if cmd and not OWN_RE.search(cmd) and ENGINE_RE.search(cmd):
-            out.append({"pid": int(pid), "cmd": cmd[:120]})
-    return sorted(out, key=lambda p: p["pid"])
+    """[{pid, name, rss_gib, gpu_gib, gib, cmd}] of the engine processes on this node (processes.py: by process name,
+    never by a command line that mentions the rank); after every rank stopped, these are the old group's leftovers."""
+    return processes.engine_processes(processes.read_processes(proc_root, me))
 
 
 class Node(object):
@@ -231,8 +212,15 @@ class Node(object):
                     parts.append("MemAvailable stayed at %s GiB, below node_prep_settle_min_available_gib %g GiB" % (
                         "unknown" if avail is None else "%.2f" % avail, float(floor)))
                 if procs:
-                    parts.append("%d engine process(es) of the old group left (%s)" % (
-                        len(procs), ", ".join("pid %s %s" % (p["pid"], p["cmd"][:40]) for p in procs[:3])))
+                    # the memory is held, not short: name every holder; the fix frees them, never a lower utilization
+                    return {"ok": False, "outcome": "engine_memory_held", "mem_available_gib": avail,
+                            "engine_processes": procs,
+                            "msg": "%s: %d engine process(es) of the old group still run after %g s and hold memory: %s%s "
+                                   "(docs/node-prep.md settle gate; catalogue engine_memory_held). Fix: stop them "
+                                   "(kill %s; kill -9 if they do not exit), or reboot the node when they do not go, "
+                                   "then re-run." % (self.host, len(procs), timeout, processes.describe(procs),
+                                                     "; " + parts[0] if parts else "",
+                                                     " ".join(str(p["pid"]) for p in procs))}
                 return {"ok": False, "outcome": "not_settled", "mem_available_gib": avail, "engine_processes": procs,
                         "msg": "%s: %s after %g s (docs/node-prep.md settle gate; catalogue free_memory_refused). Fix: "
                                "stop what still holds memory on this node (an old lane's containers, docker ps -a), "

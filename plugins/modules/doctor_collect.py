@@ -16,7 +16,8 @@ description:
   - Reads, on one node, everything playbooks/doctor.yml needs to name why a rank failed. The rank
     container's log (current and the copies vllm_ranks saved before removals), C(docker inspect) with the
     spec the container was rendered from (its C(dgxspark.vllm.spec) label) next to what it received, kernel
-    and journal lines since the rank started, C(nvidia-smi), C(/proc/meminfo) and the effective C(vm.*)
+    and journal lines since the rank started, C(nvidia-smi) (with C(--query-compute-apps): what each process
+    holds), the process list and the engine processes by name (module_utils/processes.py), C(/proc/meminfo) and the effective C(vm.*)
     values, C(ip) links and addresses, C(ibdev2netdev), the C(NCCL_*) environment and C(/etc/nccl.conf)
     inside the container, the image fingerprint, fix-file hashes on the node and inside the rank, the weight
     files' sizes, listening ports, docker group membership and the watchdog's state directory.
@@ -107,6 +108,10 @@ options:
       a failed call (filed in the evidence; the rank then reads unknown, not absent).
     type: str
     default: docker
+  proc_root:
+    description: The C(/proc) tree the engine processes are read from (their name, PID, resident memory, cgroup).
+    type: path
+    default: /proc
 """
 
 EXAMPLES = r"""
@@ -149,6 +154,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError, parse_container, parse_image
+from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD", re.I)
 REDACTED = "<redacted>"
@@ -376,6 +382,15 @@ def collect(module):
     vals = [v.strip() for v in out.strip().split(",")] if rc == 0 else []
     if len(vals) == 4:
         raw["gpu"] = dict(zip(("util", "sm_clock", "app_clock", "power"), vals))
+    # who holds memory: the engine processes by name (module_utils/processes.py) and what the driver says each holds
+    rc, out, _err = c.run(["nvidia-smi"] + processes.COMPUTE_APPS_ARGV, "nvidia-smi-compute-apps.csv")
+    raw["compute_apps"] = out if rc == 0 else ""
+    # names only in the listing: a command line may carry a secret (--api-key); the engines' argv is redacted
+    c.run(["ps", "-eo", "pid,ppid,rss:10,etimes,comm:16"], "ps.txt")
+    raw["processes"] = [dict(pr, argv=[c.clean(a) for a in redact_args(pr["argv"])])
+                        for pr in processes.read_processes(p["proc_root"])
+                        if processes.engine_name(pr["comm"], pr["argv"])]
+    c.files["engine-processes.json"] = json.dumps(raw["processes"], indent=2, sort_keys=True) + "\n"
     meminfo = c.read("/proc/meminfo") or ""
     c.files["meminfo.txt"] = meminfo
     raw["meminfo"] = meminfo
@@ -514,6 +529,7 @@ def main():
             redact=dict(type="list", elements="str", default=[], no_log=True),
             image=dict(type="str", default=""),
             docker_bin=dict(type="str", default="docker"),
+            proc_root=dict(type="path", default="/proc"),
         ),
         supports_check_mode=True,
     )

@@ -118,7 +118,9 @@ options:
         type: bool
         default: true
       engine_processes:
-        description: Wait until no engine process (vLLM API server, EngineCore, Worker) is left on the node.
+        description: Wait until no engine process (vLLM API server, EngineCore, Worker) is left on the node; engine
+          processes are known by their process name (C(VLLM::EngineCore), C(VLLM::Worker_TP1), C(vllm)), never by a
+          command line that mentions the rank (module_utils/processes.py).
         type: bool
         default: true
   ready:
@@ -190,6 +192,7 @@ msg:
   type: str
 outcome:
   description: C(start) C(ready), C(exited), C(timeout) or C(launch_differs); C(settle) C(settled), C(not_settled),
+    C(engine_memory_held) (engine processes of the old group still run; the message names each with PID and GiB),
     C(port_taken) or C(swap_refused).
   returned: when the step has one
   type: str

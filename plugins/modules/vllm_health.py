@@ -98,7 +98,7 @@ options:
     type: str
   proc_root:
     description:
-      - I(mode=wait) the C(/proc) tree read when a rank exited 137 without the kernel's OOM flag; a userspace OOM
+      - I(mode=wait) the C(/proc) tree read when a rank exited 143 (SIGTERM) or 137 (SIGKILL) without the kernel's OOM flag; a userspace OOM
         killer found among its processes is named in the failure (catalogue userspace_oom_killer).
     type: path
     default: /proc
@@ -474,7 +474,7 @@ def fail_stopped(module, state, start, health_status=None):
     else:
         what = "container %s is %s (exit code %s, OOMKilled %s)" % (
             state["name"], state["status"], state.get("exit_code"), state.get("oom_killed"))
-        if state.get("exit_code") == 137 and not state.get("oom_killed"):
+        if state.get("exit_code") in NC.KILLED_FROM_OUTSIDE and not state.get("oom_killed"):
             # killed from outside: a userspace OOM killer on this node is the first suspect (catalogue userspace_oom_killer)
             note = NC.oom_killer_note(NC.read_oom_killers(p["proc_root"]))
             if note:

@@ -216,3 +216,39 @@ def parse_g19_numbers(text):
     return {"stuck": {"util": float(m.group(1)), "sm": float(m.group(2)), "apps": float(m.group(3)),
                       "max": float(m.group(4)), "power": float(m.group(5))},
             "recovered": {"sm": float(r.group(1)), "power": float(r.group(2))}}
+
+
+# --- process listings (plugins/module_utils/processes.py reads /proc; the captures are `ps` listings)
+
+SESSION_CGROUP = "0::/user.slice/user-1000.slice/session-3.scope"
+
+
+def processes_from_ps(text, cgroups=None):
+    """A `ps -eo pid,rss:10,comm:16,args` listing as processes.read_processes' records ({pid, comm, argv, rss_kib,
+    cgroup}). Columns are cut at the header: PID and RSS are the words before the first COMMAND, the process name
+    lies between the two COMMAND headers (it may hold spaces), the arguments follow. cgroups: {pid: cgroup line}."""
+    lines = [l for l in text.splitlines() if l.strip()]
+    head = lines[0]
+    comm_at = head.index("COMMAND")
+    args_at = head.index("COMMAND", comm_at + 1)
+    out = []
+    for line in lines[1:]:
+        pid, rss = line[:comm_at].split()
+        out.append({"pid": int(pid), "comm": line[comm_at:args_at].strip(), "argv": line[args_at:].split(),
+                    "rss_kib": int(rss), "cgroup": (cgroups or {}).get(int(pid), SESSION_CGROUP)})
+    return out
+
+
+def proc_tree_from_ps(text, root, cgroups=None):
+    """Lay out a `ps` listing (processes_from_ps) as a /proc tree under root (comm, cmdline with NULs between the
+    arguments, status with VmRSS, cgroup), so the tests run the production reader on it. Returns the PIDs."""
+    pids = []
+    for p in processes_from_ps(text, cgroups):
+        d = root / str(p["pid"])
+        d.mkdir(parents=True)
+        (d / "comm").write_text(p["comm"] + "\n")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in p["argv"]) + b"\0")
+        (d / "status").write_text("Name:\t%s\nVmRSS:\t%8d kB\n" % (p["comm"], p["rss_kib"]))
+        (d / "cgroup").write_text(p["cgroup"] + "\n")
+        pids.append(p["pid"])
+    return pids

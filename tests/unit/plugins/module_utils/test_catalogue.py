@@ -13,6 +13,7 @@ import yaml
 from ansible_collections.dgxspark.vllm.plugins.module_utils import catalogue as C
 from ansible_collections.dgxspark.vllm.plugins.module_utils import diagnose as D
 
+from tests.unit.captures import processes_from_ps
 from tests.unit.conftest import FIXTURES, ROOT, read_fixture
 
 with open(os.path.join(FIXTURES, "doctor", "captures.yml"), encoding="utf-8") as _f:
@@ -39,6 +40,10 @@ def evidence(cap):
     raw = dict(cap.get("raw") or {})
     for key, path in (cap.get("raw_files") or {}).items():
         raw[key] = read_fixture(*path.split("/"))
+    if cap.get("processes_file"):  # a `ps` listing, as doctor_collect's /proc records
+        raw["processes"] = processes_from_ps(read_fixture(*cap["processes_file"].split("/")))
+    if cap.get("state_file") or cap.get("container"):
+        raw.setdefault("container", cap.get("container") or {"running": _state(cap["state_file"])["running"]})
     ev = {"logs": _text(cap, "logs"), "kernel": _text(cap, "kernel"), "journal": _text(cap, "journal"),
           "api": _text(cap, "api"), "facts": D.node_facts(raw)}
     if cap.get("state_file"):
@@ -127,3 +132,45 @@ def test_generated_doc_is_fresh():
         assert f.read() == tool.render(C.CATALOGUE)
     for e in C.CATALOGUE:
         assert "## %s\n" % e["id"] in tool.render(C.CATALOGUE)
+
+
+def _capture(name):
+    return [c for c in CAPTURES["failures"] + CAPTURES["healthy"] if c["name"] == name][0]
+
+
+def test_memory_held_by_a_leftover_is_named_and_replaces_free_memory_refused():
+    """The relaunch's refusal with a leftover EngineCore and Worker_TP1: the holder entry, with every holder named,
+    and not free_memory_refused (whose fix lowers the utilization); its own fix never lowers it."""
+    ev = evidence(_capture("relaunch refused free memory while the old group's EngineCore holds it"))
+    assert ev["facts"]["engine_memory_held"] == (
+        "VLLM::EngineCore pid 4242 (59.94 GiB), VLLM::Worker_TP1 pid 4301 (0.52 GiB) hold 60.46 GiB with the rank "
+        "stopped; MemAvailable 58.41 of 121.69 GiB")
+    got = D.diagnose(ev)
+    assert got[0]["id"] == "engine_memory_held" and "free_memory_refused" not in [m["id"] for m in got]
+    assert got[0]["evidence"].startswith("engine_memory_held: VLLM::EngineCore pid 4242 (59.94 GiB)")
+    fix = D.entry("engine_memory_held")["fix"]
+    assert "kill <pid>" in fix and "reboot" in fix and "lower" not in fix.lower()
+    # without the holder the same refusal is free_memory_refused, as before
+    assert [m["id"] for m in D.diagnose(dict(ev, facts={}))][0] == "free_memory_refused"
+
+
+@pytest.mark.parametrize("running, procs, held", [
+    (False, "leftover", True),    # the rank stopped, its engine still there
+    (True, "leftover", False),    # the rank runs: its engine processes are its own
+    (False, "helpers", False),    # only a tail -F, an exporter and a journalctl that mention the rank
+    (False, None, False),         # no process list collected (an older doctor_collect)
+])
+def test_leftover_engines_only_with_the_rank_stopped_and_by_name(running, procs, held):
+    listing = {"leftover": "ps-leftover-engine-after-relaunch.txt", "helpers": "ps-helpers-only.txt"}.get(procs)
+    raw = {"container": {"exists": True, "running": running}}
+    if listing:
+        raw["processes"] = processes_from_ps(read_fixture("node", listing))
+    assert ("engine_memory_held" in D.node_facts(raw)) is held
+
+
+def test_userspace_oom_killer_states_the_real_exit_code():
+    e = D.entry("userspace_oom_killer")
+    assert "exits 143 (128 + SIGTERM)" in e["cause"] and "137 only when" in e["cause"]
+    got = D.diagnose(evidence(_capture("earlyoom's SIGTERM ended the rank (exit 143)")))
+    assert [m["id"] for m in got] == ["userspace_oom_killer"]
+    assert got[0]["evidence"].startswith("earlyoom[377]: sending SIGTERM to process 4242")

@@ -478,7 +478,7 @@ def test_userspace_oom_killers_from_process_names():
     assert found == ["earlyoom", "systemd-oomd"]
     [msg] = N.node_warnings("spark-a", {"oom_killers": found})
     assert msg.startswith("spark-a: earlyoom and systemd-oomd run on this node and kill processes from outside "
-                          "the kernel (exit 137, OOMKilled false; catalogue userspace_oom_killer)")
+                          "the kernel (exit 143 on SIGTERM, 137 on SIGKILL, OOMKilled false; catalogue userspace_oom_killer)")
 
 
 def test_read_oom_killers_walks_a_proc_tree(tmp_path):

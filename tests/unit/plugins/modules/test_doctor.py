@@ -122,7 +122,8 @@ class _Node(object):
         self.params = {"container_name": "vllm_rank", "log_dir": str(tmp_path / "logs"), "saved_logs": 3,
                        "log_lines": 50, "ports": [8000], "fabric_mtu": 9000, "fix_files": [], "weights_dir": None,
                        "swap_required": False, "docker_user": "", "disk": [], "watchdog_dirs": [],
-                       "kernel_margin_s": 300, "redact": [], "image": "vllm-cpu:sim", "docker_bin": "docker"}
+                       "kernel_margin_s": 300, "redact": [], "image": "vllm-cpu:sim", "docker_bin": "docker",
+                       "proc_root": str(tmp_path / "no-proc")}
 
     def get_bin_path(self, name):
         return "/usr/bin/docker" if name == "docker" else None
@@ -228,3 +229,33 @@ def test_without_a_container_the_newest_saved_log_is_the_evidence(tmp_path):
     verdict = DR.D.host_verdict("node-a", out["evidence"])
     assert verdict["status"] == "failed" and verdict["matches"][0]["id"] == "nccl_error", verdict["matches"]
     assert [m["id"] for m in verdict["past"]] == ["kv_cache_too_small", "engine_dead"]
+
+
+def test_collect_names_a_leftover_engine_and_the_report_frees_it(tmp_path):
+    """The rank stopped after vLLM refused free memory; its old group's EngineCore and Worker_TP1 still run beside a
+    tail -F, an exporter, a grep and the agent (a `ps` capture laid out as /proc; nvidia-smi's per-process figures).
+    doctor names both holders with PID and GiB under engine_memory_held, not free_memory_refused."""
+    from tests.unit.captures import proc_tree_from_ps
+    proc_tree_from_ps(read_fixture("node", "ps-leftover-engine-after-relaunch.txt"), tmp_path / "proc")
+    info = _running_inspect()
+    info["State"].update({"Status": "exited", "Running": False, "Pid": 0, "ExitCode": 1})
+    refusal = ("ValueError: Free memory on device cuda:0 (58.41/121.69 GiB) on startup is less than desired GPU "
+               "memory utilization (0.87, 105.87 GiB)\n")
+    node = _Node(tmp_path, [(["inspect", "--type", "container", "vllm_rank"], (0, json.dumps([info]), "")),
+                            (["logs"], (0, refusal, ""))])
+    node.params["proc_root"] = str(tmp_path / "proc")
+    apps = read_fixture("node", "nvidia-smi-compute-apps-leftover.csv")
+    node.get_bin_path = lambda name: "/usr/bin/" + name if name in ("docker", "nvidia-smi") else None
+    node.answers.append((["--query-compute-apps=pid,process_name,used_memory"], (0, apps, "")))
+    out = DC.collect(node)
+    assert [(p["pid"], p["comm"]) for p in out["raw"]["processes"]] == [(4242, "VLLM::EngineCor"),
+                                                                     (4301, "VLLM::Worker_TP")]
+    assert "4242, VLLM::EngineCore, 61383" in out["files"]["nvidia-smi-compute-apps.csv"]
+    res, failed = run_module(DR.main, {"results": {"node-b": dict(out, changed=False)}, "head": "node-b",
+                                       "dest": str(tmp_path / "out"), "stamp": "20261203T101500Z", "redact": []})
+    assert not failed, res
+    top = res["verdicts"]["node-b"]["matches"][0]
+    assert top["id"] == "engine_memory_held"
+    assert top["evidence"].startswith("engine_memory_held: VLLM::EngineCore pid 4242 (59.94 GiB), VLLM::Worker_TP1 "
+                                      "pid 4301 (0.52 GiB) hold 60.46 GiB with the rank stopped")
+    assert "free_memory_refused" not in [m["id"] for m in res["verdicts"]["node-b"]["matches"]]

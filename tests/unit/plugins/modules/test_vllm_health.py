@@ -387,6 +387,23 @@ def test_wait_exit_137_without_oom_flag_names_the_userspace_oom_killer(docker, t
     assert failed and "OOMKilled False). Reason class" in res["msg"]
 
 
+@pytest.mark.parametrize("exit_code, oom, named", [(143, False, True), (1, False, False), (143, True, False)])
+def test_wait_exit_143_is_earlyooms_sigterm(docker, tmp_path, exit_code, oom, named):
+    """earlyoom sends SIGTERM first: the rank exits 143 with OOMKilled false and earlyoom is named. Near misses: an
+    engine error (exit 1) and a kernel OOM kill (OOMKilled true) do not blame the userspace killer."""
+    docker(running=False, exit_code=exit_code, oom=oom, log=read_fixture("health", "sim-cpu", "rank1-killed.log"))
+    proc = tmp_path / "proc"
+    for pid, name in ((1, "systemd"), (377, "earlyoom")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "proc_root": str(proc)})
+    assert failed
+    assert ("earlyoom runs on this node and kills processes from outside the kernel (exit 143 on SIGTERM"
+            in res["msg"]) is named
+    assert "(exit code %d, OOMKilled %s)" % (exit_code, oom) in res["msg"]
+
+
 INSPECT_DOCKER = """#!/bin/sh
 d=%(dir)s
 case "$1" in
