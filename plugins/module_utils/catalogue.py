@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to dgxspark.vllm
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The failure catalogue: pure data, no logic (the classifier is diagnose.py).
 
 One list of dicts, loaded by node-side modules (AnsiballZ ships module_utils), by filters on the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """RDMA fabric discovery: pure parsing and planning logic (stdlib only).
 
 Used on the node by the ``rdma_facts`` module (parsers, GID lookup) and on the controller by
