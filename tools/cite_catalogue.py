@@ -25,7 +25,9 @@ DEFAULT = ["roles", "plugins", "docs", "playbooks", "lanes", "README.md", "bench
            "Makefile", "molecule", "meta"]
 SKIP = [os.path.join("tests", "fixtures"), os.path.join("docs", "catalogue.md"),
         os.path.join("plugins", "module_utils", "catalogue.py"), os.path.join("tools", "cite_catalogue.py"),
-        os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"), "changelogs"]
+        os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"),
+        # names the old labels on purpose: it fails when one comes back
+        os.path.join("tests", "unit", "test_docs_consistency.py"), "changelogs"]
 EXTS = (".py", ".yml", ".yaml", ".md", ".j2", ".txt", ".sh", ".cfg", ".ini", ".json", ".rst")
 # field-case ids of the two field-case notes; any other Gnn is a gotcha written without '#'
 FIELD_G = {"G02", "G04", "G05", "G08", "G10", "G11", "G12", "G14", "G16", "G17", "G18", "G19", "G20", "G21"}
