@@ -9,7 +9,7 @@ with the shipped document that states it. That is the whole mapping. A citation 
 catalogue (docs/catalogue.md)". The output has no ": " so YAML plain scalars stay valid.
 
 Usage: python3 tools/cite_catalogue.py [--check] [--list] [PATH ...]
-  default paths: roles plugins docs playbooks lanes README.md benchmarks tests (not tests/fixtures)
+  default paths: roles plugins docs playbooks lanes inventories files README.md benchmarks tests (not tests/fixtures)
   --check  change nothing, exit 1 when a citation is left (bare section labels A.6, samples S05 and
            gotchas G #16 included, and any label that nothing maps)
   --list   print every citation found and its replacement
@@ -22,7 +22,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = ["roles", "plugins", "docs", "playbooks", "lanes", "README.md", "benchmarks", "tests", "site.yml",
-           "Makefile", "molecule", "meta"]
+           "Makefile", "molecule", "meta", "inventories", "files"]
 SKIP = [os.path.join("tests", "fixtures"), os.path.join("docs", "catalogue.md"),
         os.path.join("plugins", "module_utils", "catalogue.py"), os.path.join("tools", "cite_catalogue.py"),
         os.path.join("tests", "unit", "tools", "test_cite_catalogue.py"),
