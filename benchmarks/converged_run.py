@@ -1,4 +1,4 @@
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Time site.yml on a simulated fleet: the first run, the no-op re-run and --check --diff, per role.
 
 Writes benchmarks/results/converged-<label>-<UTC timestamp>.json and prints a table. Measures only;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Time the demo flow: sim build (cold and/or warm), site.yml, engine boot, collection overhead.
 
 Writes benchmarks/results/demo_timings-<UTC timestamp>.json. Measures only; asserts nothing.

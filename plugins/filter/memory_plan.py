@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Filters of the per-rank memory plan (logic in module_utils/memory_plan.py)."""
 
 from __future__ import absolute_import, division, print_function

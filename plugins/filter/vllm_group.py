@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The whole-group restart order and plan (module_utils/verdict.py group_order, module_utils/lifecycle.py plan), shared
 by vllm_ranks and the watchdog."""
 

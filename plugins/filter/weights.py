@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """model_weights filters: the NFS export line (exports_line, needs_crossmnt) and the opt-in full
 verification's comparison (full_hash_problems); the logic is in module_utils/weights.py."""
 

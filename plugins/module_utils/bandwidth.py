@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Per-rail bandwidth probe: the command, the parsers and the verdict (catalogue perftest_64k).
 
 On GB10, perftest's RDMA WRITE fails above 65536-byte messages (a responder local protection error,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to dgxspark.vllm
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The failure catalogue: pure data, no logic (the classifier is diagnose.py).
 
 One list of dicts, loaded by node-side modules (AnsiballZ ships module_utils), by filters on the
@@ -82,7 +82,7 @@ CATALOGUE = [
                              r"(?P<needed>[\d.]+) GiB KV cache is needed.*available (?P<available>[\d.]+) GiB"]},
         "cause": "The KV pool (pinned or profiled) cannot hold one request of max_model_len tokens; a drafter "
                  "padded to 36/9 at TP3 lands here too (it falls back to block size 16).",
-        "fix": "Raise the KV pin or lower serve.max_model_len (E.1 formula in docs/kv-cache.md); at TP3 pad the "
+        "fix": "Raise the KV pin or lower serve.max_model_len (the KV pin formula in docs/memory-plan.md); at TP3 pad the "
                "DFlash2 drafter to 48/12 (drafter_pad).",
         "source": ["yalindogusahin/glm53-flash-nvfp4-tp3 results/dflash2-tp3-2026-08-28.md",
                    "sfxnz/GLM-5.3-Flash-NVFP4-vLLM-2x-DGX-Spark README (3.0 GiB cannot boot 327680)"],

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to dgxspark.vllm
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The one classifier: evidence -> catalogue entries ranked by evidence.
 
 Pure functions over plain data, Python stdlib only, so the same file runs inside AnsiballZ

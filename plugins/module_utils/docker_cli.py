@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The one docker client of this collection's modules: the docker CLI, called with an argv list.
 
 Shaped like community.docker's CLI helper (module_utils/_common_cli.py): a runner is injected

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """One rank container through the docker CLI (module_utils/docker_cli.py, no Python docker SDK on the node).
 
 The command runner is injected (`run(argv) -> (rc, stdout, stderr)`), so the state machine is

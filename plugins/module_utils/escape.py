@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Escaping per file kind, and the checks a rendered file must pass before it is installed (docs/inputs.md).
 
 The kinds (module_utils/kinds.py) refuse almost every hostile value on the controller; these functions are the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Pure logic of the vLLM health gate: log phases, failure classes, /metrics, smoke verdicts.
 
 Nothing here talks to the network or to docker; the module (plugins/modules/vllm_health.py) and

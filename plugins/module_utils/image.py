@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Engine image identity and fix-file rules (pure Python, stdlib only, runs on nodes too).
 
-Rules and their sources (notes/the failure catalogue (docs/catalogue.md)):
+Rules and their sources (the failure catalogue, docs/catalogue.md):
 - Image IDs are not compared across nodes: `docker save | docker load` changes the ID and
   storage backends differ (catalogue image_differs "Conflict (Y3 GOTCHAS)"). Identity is the registry digest
   (RepoDigests) where the image came from a registry, and always a content fingerprint taken

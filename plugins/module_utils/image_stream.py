@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The node-to-node image stream behind the image_stream module (stdlib only, runs on the head).
 
 One `docker save`, one compressor, the same bytes written to one `ssh peer 'decompress |

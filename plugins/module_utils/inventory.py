@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Inventory checks that need no lane and no node (controller side, pure Python).
 
 Run by playbooks/controller_checks.yml before any connection: the spark_cluster group exists and has

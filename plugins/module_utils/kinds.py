@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The kind of every user-settable value, and its rules (docs/inputs.md).
 
 A kind is a name (``unix_user``, ``abs_path``, ``duration`` ...) with a full-string rule, type checks that

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Lane schema, override merging and inventory validation (pure Python, controller side).
 
 A lane is a known-good configuration kept as data in ``lanes/<name>.yml`` (docs/lanes.md).

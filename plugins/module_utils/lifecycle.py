@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The group's lifecycle (design.md section 8): pure decisions and one ordered restart procedure.
 
 Standard library only: the vllm_watchdog role copies this file to the nodes, where the watchdog program

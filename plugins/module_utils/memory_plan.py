@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Per-rank memory plan: what fits, the KV pool it gives, and the bring-up plan (pure Python).
 
 Units: GiB = 2**30 bytes (what vLLM, ``free -h`` and /proc/meminfo/1024**2 print); GB = 10**9 bytes

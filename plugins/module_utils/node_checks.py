@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Pure logic of the node checks (roles preflight and node_prep).
 
 Parsers for /proc/meminfo, ``free -h``, ``nvidia-smi`` (CSV query and table), ``id``,

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """One node's steps of the group lifecycle (lifecycle.py `plan`): ready, stop, settle, start, container.
 
 Each step exists once, here. It runs on the node: through the vllm_group_step module when vllm_ranks changes

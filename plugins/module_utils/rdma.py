@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """RDMA fabric discovery: pure parsing and planning logic (stdlib only).
 
 Used on the node by the ``rdma_facts`` module (parsers, GID lookup) and on the controller by
 the ``nccl_env`` filters (topology, rendezvous choice, NCCL/Gloo environment).
-Rules cite notes/the failure catalogue (docs/catalogue.md) (section letters) and notes/field-cases.md (Fnn/Snn).
+Rules cite the failure catalogue (docs/catalogue.md) by entry id; captured samples by their path under tests/fixtures.
 """
 
 from __future__ import absolute_import, division, print_function

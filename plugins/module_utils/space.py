@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Free disk space before something large lands on a node (catalogue disk_full).
 
 One rule for the engine image (pull, ``docker save``, ``docker load``, a registry push) and for

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Read a sysctl's state on this node (standard library only) and judge it with node_checks.
 
 Shared by the module ``sysctl_holds`` (node_prep's ``verify_boot`` entry point) and any program that

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Tensor-parallel padding logic shared by tp_config_pad, drafter_pad and the tp_pad role.
 
 Pure Python; numpy is imported only inside the functions that touch tensors, so the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """One classifier for a serving tensor-parallel group, shared by vllm_health and the watchdog.
 
 Pure functions, standard library plus health.py's /metrics parser: the vllm_watchdog role copies the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Checkpoint manifest, fetch arguments, chat-template and quantization checks (pure Python).
 
 Used by the modules ``weights_manifest``, ``weights_fetch`` and ``checkpoint_guard`` on the

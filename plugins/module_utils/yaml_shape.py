@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Shapes of a YAML file that Ansible would accept badly: checked on the node graph, before any value is built.
 
 An alias bomb ("billion laughs") costs PyYAML nothing to compose but hangs Ansible when it copies the values;

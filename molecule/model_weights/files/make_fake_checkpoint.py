@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Write a small fake Hugging Face checkpoint (stdlib only): config, tokenizer, chat template,
 indexed safetensors shards with deterministic bytes. Usage: make_fake_checkpoint.py DIR model|drafter"""
 import json

@@ -1,4 +1,4 @@
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Write a small seeded safetensors checkpoint (stdlib only) for the tp_pad scenario.
 
 --style drafter: DFlash2-style names (layers.N.self_attn.*, bf16), the real drafter's 32 q / 8 kv heads

@@ -1,4 +1,4 @@
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """A tiny stdlib HTTP server that answers like a vLLM head from recorded bodies.
 
 Used by the vllm_health unit tests and the molecule scenario (the e2e test covers the real

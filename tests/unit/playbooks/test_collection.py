@@ -30,6 +30,18 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     assert "roles/preflight/meta/argument_specs.yml" in listing
     assert "lanes/sim_cpu_tp2.yml" in listing
     assert not [p for p in listing if p.startswith((".venv", ".sim", "collections/", "tests/output"))], listing[:20]
+    # galaxy.yml build_ignore: what only the repository needs stays out of the tarball (issue 31) ...
+    repo_only = ("tests/", "molecule/", "benchmarks/", ".ci/", "library/", "reports/", "inventories/sim/",
+                 "inventories/sim_tp3/", "inventories/sim_faults/", "Makefile", "ansible.cfg", "pytest.ini",
+                 "requirements-dev.txt", ".yamllint", ".ansible-lint", ".gitignore", "tools/sanity.sh",
+                 "tools/timed_stages.py", "tools/host-deps.sh")
+    assert not [p for p in listing if p.startswith(repo_only)], [p for p in listing if p.startswith(repo_only)][:20]
+    # ... and what installed playbooks read is still in it (sim_up.yml: sim_fleet and the tiny-model tool;
+    # the sim lanes' fix file; the samples the README copies).
+    for kept in ("LICENSE", "README.md", "playbooks/sim_up.yml", "roles/sim_fleet/tasks/main.yml",
+                 "tools/make_tiny_model.py", "files/fixes/sparse_attn_indexer_kpool_sim.py",
+                 "inventories/sample_tp2/hosts.yml", "docs/sources.md", "meta/runtime.yml"):
+        assert kept in listing, kept
     dest = tmp_path / "installed"
     # An empty ansible.cfg keeps the checkout's config (and its self-link) out of the install and doc steps.
     (tmp_path / "ansible.cfg").write_text("[defaults]\n")

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """rdma_fabric's opt-in bandwidth probe (catalogue perftest_64k) where no perftest exists: skipped with a message naming the
 hosts, nothing probed, no verdict. Runs the role's task file with ansible-playbook on two local hosts (the build
 machine, like the simulated nodes, has no ib_write_bw and no RDMA). The probe itself is hardware-only, untested here.

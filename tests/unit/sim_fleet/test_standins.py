@@ -1,4 +1,4 @@
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The simulated fleet's hardware stand-ins print what real Sparks print (captured fixtures)."""
 import importlib.machinery
 import importlib.util

@@ -12,7 +12,7 @@ PROBE = im.parse_probe(read_fixture("docker", "sim-vllm-cpu-probe.txt"))
 FP = im.compute_fingerprint(PROBE["files"], PROBE["packages"])
 KPOOL = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/sparse_attn_indexer_kpool.py"
 INDEXER = "/opt/vllm/lib/python3.11/site-packages/vllm/model_executor/layers/sparse_attn_indexer.py"
-FIX_SHA = "983adaad39de4e57a225e7994077a0b850f9156049b2002063a714b398b6944d"
+FIX_SHA = "0b32fa9654e286ab8bf091f5f56efef6cb0e13a0ccc742b901947cbd6587c2fb"
 
 
 def _host(**over):

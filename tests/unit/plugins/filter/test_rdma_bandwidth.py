@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """rdma_fabric's per-rail bandwidth probe (catalogue perftest_64k): the plan on the seed fleet's facts and the verdict on
 the reconstructed ib_write_bw reports, through the filters the role calls.
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Per-rail bandwidth probe (catalogue perftest_64k): command, parser, verdict.
 
 Inputs: reconstructed ib_write_bw reports (tests/fixtures/rdma/bandwidth; the command, the 64 KiB limit and the

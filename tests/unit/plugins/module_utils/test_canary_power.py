@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The GPU under a canary (catalogue gpu_low_power): computing, spinning or stuck low-power.
 
 Inputs: the catalogue gpu_low_power figures (verbatim numbers of a stuck GB10 and the same node after AC removal) and the

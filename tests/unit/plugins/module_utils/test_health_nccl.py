@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Every rank's logged NCCL version must agree (catalogue nccl_version_skew).
 
 Inputs: the TP2 deploy report's captured boot log (vLLM is using nccl==2.30.7), the catalogue nccl_version_skew worker with the

@@ -530,7 +530,7 @@ def test_identity_head_without_digest_anchors_on_the_first_pulled_rank():
 
 SIM_REF = "dgxspark-sim/vllm-cpu:0.32.0"
 KPOOL_SIM = SIM_VLLM + "/model_executor/layers/sparse_attn_indexer_kpool.py"
-FIX_SIM_SHA = "983adaad39de4e57a225e7994077a0b850f9156049b2002063a714b398b6944d"
+FIX_SIM_SHA = "0b32fa9654e286ab8bf091f5f56efef6cb0e13a0ccc742b901947cbd6587c2fb"
 METRICS_REF = "ghcr.io/lowlighter/metrics:v3.34"
 METRICS_DIGEST = "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
 

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The image's CUDA against the driver's (catalogue image_cuda_newer_than_driver).
 
 Inputs: the captured GB10 nvidia-smi table (driver 580.142, 'CUDA Version: 13.0') and the catalogue image_cuda_newer_than_driver ptxas

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """G04 after the ranks start: does the rank container hold /dev/infiniband? (health.rdma_devices_findings)
 
 Inputs: captured `docker inspect` JSON - a container created with the spark lanes' RDMA flags

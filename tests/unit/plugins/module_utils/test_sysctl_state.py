@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """The check that vm.swappiness held (after node_prep wrote it, after a reboot, and on the watchdog's boot
 path): module_utils sysctl_state reads a node laid out from the grep capture, node_checks judges it."""
 

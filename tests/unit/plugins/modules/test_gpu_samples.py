@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """gpu_samples and the filter gpu_canary_verdict: the check of vllm_health (catalogue gpu_low_power).
 
 Inputs: the simulated nodes' real nvidia-smi stand-in (run as a program: it refuses the applications clock and the

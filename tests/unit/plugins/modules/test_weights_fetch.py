@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """weights_fetch module. The Hugging Face Hub is unreachable from this project's CI, so
 huggingface_hub.snapshot_download is MOCKED here: these tests cover the arguments, the refusals,
 the token handling and the skip of an already-complete directory, not a real download."""
