@@ -6,12 +6,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Documentation: nccl_env.yml, rdma_fabric_plan.yml, nccl_hca_parse.yml and rdma_fabric_netplan.yml beside this file
+# Documentation: nccl_env.yml, rdma_fabric_plan.yml, nccl_hca_parse.yml, rdma_fabric_netplan.yml and
+# rdma_fabric_egress_errors.yml beside this file
 # (one per filter).
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.dgxspark.vllm.plugins.module_utils.rdma import (
-    RdmaError, expand_nccl_ib_hca, nccl_env, netplan_fabric, parse_nccl_ib_hca, plan_fabric)
+    RdmaError, egress_errors, expand_nccl_ib_hca, nccl_env, netplan_fabric, parse_nccl_ib_hca, parse_route_get,
+    plan_fabric)
 
 
 def _plain(value):
@@ -72,6 +74,19 @@ def rdma_fabric_netplan_filter(facts, netdevs, mtu, addresses=False, host=None):
         raise AnsibleFilterError('rdma_fabric_netplan on %s: %s' % (host or 'unknown host', e))
 
 
+def rdma_fabric_egress_errors(results, plan, host):
+    """results: the loop results of `ip -j route get <peer's rendezvous address>` (item = the peer's host)."""
+    try:
+        view = plan['hosts'][host]
+        routes = [{'peer': r['item'], 'address': plan['hosts'][r['item']]['rendezvous_ip'],
+                   'route': parse_route_get(r.get('stdout'))}
+                  for r in _plain(results) or [] if not r.get('skipped')]
+        return egress_errors(host, view['rendezvous_netdev'], routes, view.get('fabric_netdevs') or [])
+    except (RdmaError, KeyError, TypeError) as e:
+        raise AnsibleFilterError('rdma_fabric_egress_errors on %s: %s (input: the loop results of ip -j route get '
+                                 'over the peers, item the peer host)' % (host, e))
+
+
 # nccl_hca_parse is public for operators checking an NCCL_IB_HCA value by hand (docs/rdma.md section 4); the roles
 # build the value themselves through nccl_env.
 class FilterModule(object):
@@ -81,4 +96,5 @@ class FilterModule(object):
             'rdma_fabric_plan': rdma_fabric_plan_filter,
             'nccl_hca_parse': nccl_hca_parse_filter,
             'rdma_fabric_netplan': rdma_fabric_netplan_filter,
+            'rdma_fabric_egress_errors': rdma_fabric_egress_errors,
         }

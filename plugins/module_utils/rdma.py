@@ -739,6 +739,59 @@ def _choose_rendezvous(plan, hosts_facts, order, interface, requested, errors):
     plan['master_addr'] = ip
 
 
+# The sockets' subnet (GLOO/TP/NCCL_SOCKET_IFNAME, VLLM_HOST_IP): one interface, and the kernel's egress agrees with it
+# (issue 30). Two UP interfaces with addresses in that subnet let the kernel answer a peer through the one the
+# sockets are not bound to; a host route can send a peer out of the management port.
+def socket_subnet_errors(host, facts, cidr, netdev, interface=None, rails=()):
+    """Errors when another UP interface of this host holds an address in the sockets' subnet ``cidr`` and no
+    interface is pinned (rdma_fabric_interface). ``netdev`` is the one the sockets use; ``rails``: the fabric netdevs
+    NCCL uses (the plan's fabric_netdevs): when the sockets sit on one of them, the others are rails of one fabric
+    subnet (the dual-rail twins of a port), not a stray address."""
+    holders = (_host_subnets(facts).get(cidr) or [])
+    allowed = set([netdev]) | (set(rails) if netdev in rails else set())
+    others = [(n, ip) for n, ip in holders if n not in allowed]
+    if not others or interface:
+        return []
+    names = sorted(set(n for n, _ip in holders), key=device_sort_key)
+    return ['%s: %d UP interfaces hold addresses in the socket subnet %s (%s); the sockets use %s but the kernel may '
+            'send a peer through %s. Fix: remove the extra address (%s), or pin rdma_fabric_interface: %s'
+            % (host, len(names), cidr, ', '.join('%s %s' % (n, ip) for n, ip in holders), netdev,
+               ', '.join(sorted(set(n for n, _ip in others))),
+               '; '.join('ip addr del %s/%s dev %s' % (ip, cidr.split('/')[1], n) for n, ip in others), netdev)]
+
+
+def parse_route_get(text):
+    """``ip -j route get <address>`` -> {dst, dev, gateway, prefsrc} of the route the kernel picks (first entry)."""
+    try:
+        rows = json.loads(text or '')
+    except ValueError as e:
+        raise RdmaError('ip -j route get output is not JSON (%s): %r' % (e, (text or '')[:200]))
+    if not isinstance(rows, list) or not rows or not isinstance(rows[0], dict) or not rows[0].get('dev'):
+        raise RdmaError('ip -j route get printed no route with a device: %r' % (text or '')[:200])
+    r = rows[0]
+    return {'dst': r.get('dst'), 'dev': r['dev'], 'gateway': r.get('gateway'), 'prefsrc': r.get('prefsrc')}
+
+
+def egress_errors(host, netdev, routes, rails=()):
+    """Errors for each peer whose traffic the kernel sends out of another interface than ``netdev`` (the sockets')
+    or, when the sockets sit on a fabric rail, another of ``rails`` (the plan's fabric_netdevs: dual-rail twins).
+    ``routes``: [{peer, address, route: parse_route_get()}]. The fix names the route to remove."""
+    allowed = set([netdev]) | (set(rails) if netdev in rails else set())
+    out = []
+    for r in routes or []:
+        got = r['route']
+        if got['dev'] in allowed:
+            continue
+        via = ' via %s' % got['gateway'] if got.get('gateway') else ''
+        out.append('%s: the kernel sends %s (%s, rendezvous peer) out of %s%s, not the socket interface %s '
+                   '(`ip route get %s`: dev %s%s%s): a route sends the peer elsewhere. Fix: find it with '
+                   '`ip route show to match %s`, delete it (ip route del %s ...) and remove it from the netplan or '
+                   'NetworkManager config that adds it'
+                   % (host, r['peer'], r['address'], got['dev'], via, netdev, r['address'], got['dev'], via,
+                      ' src %s' % got['prefsrc'] if got.get('prefsrc') else '', r['address'], r['address']))
+    return out
+
+
 def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostname=True):
     errors, info = plan['errors'], plan['info']
     mtus = []
@@ -767,6 +820,9 @@ def _host_checks(plan, hosts_facts, order, mtu, platform, interface, check_hostn
         hcas = host_nccl_hcas(facts, plan['topology'], plan['fabric_cidrs'])
         view['hcas'] = [x['hca'] for x in hcas]
         view['fabric_netdevs'] = sorted(set(x['netdev'] for x in hcas), key=device_sort_key)
+        if view['rendezvous_netdev']:
+            view['errors'].extend(socket_subnet_errors(h, facts, plan['rendezvous']['cidr'], view['rendezvous_netdev'],
+                                                       interface, view['fabric_netdevs']))
         for x in hcas:
             mtus.append((h, x['netdev'], x.get('mtu')))
         if plan['topology'] == 'single_subnet' and hcas:

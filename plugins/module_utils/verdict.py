@@ -194,8 +194,7 @@ def canary_power_verdict(samples_by_host, power_floor_w=DEFAULT_POWER_FLOOR_W, b
     by_host, facts, failures, warnings = {}, {}, [], []
     for host in sorted(samples_by_host or {}):
         rows = samples_by_host[host] or []
-        med = gpu_medians({host: rows})[host] or dict.fromkeys(("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz",
-                                                                 "power_w"))
+        med = gpu_medians({host: rows})[host] or dict.fromkeys(GPU_MEDIAN_KEYS)
         throttles = [r.get("throttle_active") for r in rows if r.get("throttle_active") is not None]
         throttle = max(throttles) if throttles else None
         stuck = gpu_stuck_low_power(med["utilization_pct"], med["clocks_sm_mhz"], med["clocks_app_mhz"],
@@ -321,8 +320,8 @@ def stall_verdict(first, second, window_s, gpus=None, power_floor_w=DEFAULT_POWE
     if computing:
         return dict(out, verdict="long_prefill", cause=(
             "generation tokens frozen for %s s with %d request(s) in flight, but %s draw(s) power at or above %s W: "
-            "the GPU computes (a long prefill), no action" % (_fmt_num(window_s), wedge["busy"], ", ".join(computing),
-                                                               _fmt_num(power_floor_w))))
+            "the GPU computes (a long prefill), no action"
+            % (_fmt_num(window_s), wedge["busy"], ", ".join(computing), _fmt_num(power_floor_w))))
     low = sorted(h for h, st in states.items() if st in ("spinning", "low"))
     return dict(out, verdict="wedged", hosts=low, cause=(
         "generation tokens frozen at %s for %s s with %d request(s) in flight and every GPU below %s W (%s): a rank "
@@ -331,11 +330,13 @@ def stall_verdict(first, second, window_s, gpus=None, power_floor_w=DEFAULT_POWE
            ", ".join("%s %s" % (h, states[h]) for h in low) or "no GPU reading")))
 
 
+GPU_MEDIAN_KEYS = ("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz", "power_w")
+
+
 def gpu_medians(samples_by_host):
     """{host: [samples of parse_gpu_samples()]} -> {host: medians of utilization_pct, clocks_sm_mhz, clocks_app_mhz,
     power_w} (None where no sample had the field); a host without samples maps to {} (gpu_state 'unknown')."""
-    return dict((h, dict((k, _median([r.get(k) for r in (rows or [])]))
-                         for k in ("utilization_pct", "clocks_sm_mhz", "clocks_app_mhz", "power_w")) if rows else {})
+    return dict((h, dict((k, _median([r.get(k) for r in (rows or [])])) for k in GPU_MEDIAN_KEYS) if rows else {})
                 for h, rows in (samples_by_host or {}).items())
 
 
