@@ -31,7 +31,7 @@ OOMD_KEYS = ("SwapUsedLimit", "DefaultMemoryPressureLimit", "DefaultMemoryPressu
 def _first(value):
     """'5,2' -> 5.0 (the SIGTERM value before the SIGKILL one); None when not a number."""
     try:
-        return float(str(value).split(",")[0])
+        return float(str(value).split(",", maxsplit=1)[0])
     except ValueError:
         return None
 

@@ -125,8 +125,9 @@ def engine_processes(processes, gpu_mib=None, own_container=None):
 
 def describe(holders):
     """'VLLM::EngineCore pid 4242 (59.94 GiB), VLLM::Worker_TP1 pid 4301 (0.52 GiB)': every holder, none left out."""
-    return ", ".join("%s pid %s (%s)" % (h["name"], h["pid"], "memory unknown" if h.get("gib") is None
-                                          else "%.2f GiB" % h["gib"]) for h in holders)
+    return ", ".join("%s pid %s (%s)" % (h["name"], h["pid"],
+                                         "memory unknown" if h.get("gib") is None else "%.2f GiB" % h["gib"])
+                     for h in holders)
 
 
 def held_gib(holders):

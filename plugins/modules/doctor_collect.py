@@ -16,7 +16,7 @@ description:
   - Reads, on one node, everything playbooks/doctor.yml needs to name why a rank failed. The rank
     container's log (current and the copies vllm_ranks saved before removals), C(docker inspect) with the
     spec the container was rendered from (its C(dgxspark.vllm.spec) label) next to what it received, kernel
-    and journal lines since the rank started, C(nvidia-smi) (with C(--query-compute-apps): what each process
+    and journal lines since the rank started, C(nvidia-smi) (with C(--query-compute-apps) - what each process
     holds), the process list and the engine processes by name (module_utils/processes.py), C(/proc/meminfo) and the effective C(vm.*)
     values, C(ip) links and addresses, C(ibdev2netdev), the C(NCCL_*) environment and C(/etc/nccl.conf)
     inside the container, the image fingerprint, fix-file hashes on the node and inside the rank, the weight

@@ -248,8 +248,8 @@ def test_collect_names_a_leftover_engine_and_the_report_frees_it(tmp_path):
     node.get_bin_path = lambda name: "/usr/bin/" + name if name in ("docker", "nvidia-smi") else None
     node.answers.append((["--query-compute-apps=pid,process_name,used_memory"], (0, apps, "")))
     out = DC.collect(node)
-    assert [(p["pid"], p["comm"]) for p in out["raw"]["processes"]] == [(4242, "VLLM::EngineCor"),
-                                                                     (4301, "VLLM::Worker_TP")]
+    seen = [(p["pid"], p["comm"]) for p in out["raw"]["processes"]]
+    assert seen == [(4242, "VLLM::EngineCor"), (4301, "VLLM::Worker_TP")]
     assert "4242, VLLM::EngineCore, 61383" in out["files"]["nvidia-smi-compute-apps.csv"]
     res, failed = run_module(DR.main, {"results": {"node-b": dict(out, changed=False)}, "head": "node-b",
                                        "dest": str(tmp_path / "out"), "stamp": "20261203T101500Z", "redact": []})
