@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """A userspace OOM killer's effective floor, compared with the free memory the plan predicts at peak (the one rule).
 
 earlyoom sends SIGTERM when available memory falls below its floor: `-m PERCENT[,KILL_PERCENT]` of MemTotal and

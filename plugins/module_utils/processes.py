@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, dgxspark.vllm maintainers
-# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: MIT
 """Which processes on a node are vLLM engine processes, and how much memory each holds (the one rule).
 
 vLLM names its processes with setproctitle: `VLLM::EngineCore`, `VLLM::Worker_TP0`, `VLLM::Worker_PP0_TP1`,
