@@ -30,6 +30,22 @@ Entry keys:
 """
 
 CATALOGUE = [
+    # ---------------------------------------------------------------- the node itself
+    {
+        "id": "node_unreachable",
+        "class": "node_state",
+        "title": "a node does not answer over SSH",
+        "matchers": {"state": [{"fact": "node_unreachable", "op": "present"}]},
+        "cause": "Ansible could not open an SSH session to the node: a wrong management address or port in the "
+                 "inventory, a user that does not exist there, a key that is not in its authorized_keys, sshd "
+                 "stopped, or the node is down or rebooting. Nothing can be read from or run on it.",
+        "fix": "Check the node's ansible_host and ansible_port (its management address), ansible_user, the key "
+               "(ansible_ssh_private_key_file or your ssh-agent) and that sshd runs (console or BMC); then "
+               "`ansible -i <your inventory> <node> -m ansible.builtin.ping` must answer pong before a re-run.",
+        "source": ["Ansible's connection error of a node whose sshd was stopped (tests/e2e/faults, "
+                   "test_ssh_unreachable_worker): ssh: connect to host <address> port 22: Connection refused"],
+        "refs": [],
+    },
     # ---------------------------------------------------------------- memory at startup
     {
         "id": "free_memory_refused",

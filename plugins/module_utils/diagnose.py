@@ -220,6 +220,8 @@ def node_facts(raw):
     compute_apps (text of `nvidia-smi --query-compute-apps=pid,process_name,used_memory`, processes.COMPUTE_APPS_ARGV).
     """
     facts = {}
+    if raw.get("unreachable"):  # the connection error Ansible gave for the node: nothing else was read
+        facts["node_unreachable"] = " ".join(str(raw["unreachable"]).split())
     meminfo = raw.get("meminfo")
     if meminfo:
         swap = _meminfo_kib(meminfo, "SwapTotal")
@@ -379,14 +381,17 @@ def last_lines(text, n=20):
     return split_lines(text)[-n:]
 
 
-def host_verdict(host, evidence, unreachable=None):
+def host_verdict(host, evidence, unreachable=None, connection=True):
     """{host, status: unreachable|healthy|failed|unknown|absent, matches, past, last_lines} for one host.
+
+    unreachable: why nothing was collected; with connection (Ansible's connection error) the catalogue's
+    node_unreachable entry is matched and its fix given, without it (the collection itself failed) nothing is.
 
     evidence["logs"] is the log the status is judged by; evidence["past_logs"] (doctor_collect: the saved logs
     of earlier containers) gives `past`, the matches of incidents before this container."""
     if unreachable:
-        return {"host": host, "status": "unreachable", "matches": [], "past": [], "last_lines": [],
-                "reason": unreachable}
+        return {"host": host, "status": "unreachable", "past": [], "last_lines": [], "reason": unreachable,
+                "matches": diagnose({"facts": node_facts({"unreachable": unreachable})}) if connection else []}
     matches = diagnose(evidence)
     container = evidence.get("container") or {}
     if matches:
@@ -417,7 +422,8 @@ def format_past(v):
 
 def format_verdict(v):
     if v["status"] == "unreachable":
-        return ["%s: unreachable \u2014 %s" % (v["host"], v.get("reason") or "no connection")]
+        return ["%s: unreachable \u2014 %s" % (v["host"], v.get("reason") or "no connection")] + [
+            format_match(v["host"], m) for m in v.get("matches") or []]
     if v["status"] == "healthy":
         return ["%s: healthy \u2014 no catalogue entry matches" % v["host"]] + format_past(v)
     if v["status"] == "absent":

@@ -112,7 +112,7 @@ def verdicts_for(results, head):
             verdicts[host] = D.host_verdict(host, {}, unreachable=res.get("msg") or "unreachable")
         elif res.get("failed") or "raw" not in res:
             verdicts[host] = D.host_verdict(host, {}, unreachable="collection failed: %s" % (
-                res.get("msg") or "no result (the host did not run doctor_collect)"))
+                res.get("msg") or "no result (the host did not run doctor_collect)"), connection=False)
         else:
             raws[host] = dict(res["raw"], logs=res["evidence"].get("logs", ""))
             evid[host] = res["evidence"]

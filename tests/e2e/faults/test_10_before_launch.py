@@ -66,13 +66,17 @@ def test_ssh_unreachable_worker(serving, tmp_path):
         run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH)
     finally:
         node_sh(w, "systemctl start ssh")
-    unreachable = run.task_events(("runner_on_unreachable",))
+    unreachable = [ev for ev in run.events if ev.get("event") == "runner_on_unreachable"]
     assert unreachable, run.output[-3000:]
     assert set(ev["event_data"]["host"] for ev in unreachable) == {w}
+    # playbooks/reachable.yml: one message naming only the unreachable node, its address and what to check
     first = run.first_failure()
-    msg = failure_message(first)
-    assert first["event_data"]["host"] == w
-    assert fleet.address[w] in msg and "port 22" in msg, msg
+    told = run.task_events(("runner_on_failed",), task="Reachability | One message naming every node")
+    assert len(told) == 1, run.output[-3000:]
+    msg = failure_message(told[0])
+    assert msg.startswith("1 of %d nodes did not answer over SSH, so nothing ran on any node: %s (%s:22 as "
+                          % (len(fleet.nodes), w, fleet.address[w])), msg
+    assert "port 22" in msg and "ansible.builtin.ping" in msg and fleet.head + " (" not in msg, msg
     # any_errors_fatal: no later play ran on the head either
     assert not _node_prep_reached_a_node(run), "node_prep ran although a rank was unreachable"
     after = _failed_before_launch(fleet, run, before, snap)

@@ -61,7 +61,13 @@ def test_report_names_cause_per_host_unreachable_and_healthy(tmp_path):
     line = [l for l in res["lines"] if l.startswith("1. node-b: ")][0]
     assert line.endswith("catalogue: rank_killed")
     assert "container exited: exit code 137, OOMKilled False" in line
-    assert res["lines"][-1].startswith("node-c: unreachable")
+    # an unreachable node gets the catalogue's fix (node_unreachable); a failed collection does not (next test)
+    assert v["node-c"]["matches"][0]["id"] == "node_unreachable"
+    assert res["lines"][-2] == ("node-c: unreachable \u2014 Failed to connect to the host via ssh: port 22: Connection "
+                                "refused")
+    assert res["lines"][-1].startswith("node-c: Ansible could not open an SSH session to the node")
+    assert "ansible.builtin.ping` must answer pong" in res["lines"][-1]
+    assert res["lines"][-1].endswith("catalogue: node_unreachable")
     with tarfile.open(res["tarball"]) as tar:
         names = tar.getnames()
     assert "doctor-20261201T120000Z/doctor.md" in names
@@ -259,3 +265,17 @@ def test_collect_names_a_leftover_engine_and_the_report_frees_it(tmp_path):
     assert top["evidence"].startswith("engine_memory_held: VLLM::EngineCore pid 4242 (59.94 GiB), VLLM::Worker_TP1 "
                                       "pid 4301 (0.52 GiB) hold 60.46 GiB with the rank stopped")
     assert "free_memory_refused" not in [m["id"] for m in res["verdicts"]["node-b"]["matches"]]
+
+
+def test_a_failed_collection_is_not_called_unreachable_over_ssh(tmp_path):
+    results = {"node-a": {"failed": True, "msg": "docker: command not found"},
+               "node-b": {"unreachable": True,
+                          "msg": "Failed to connect to the host via ssh: ssh: connect to host 198.18.10.12 port 2222: "
+                                 "No route to host"}}
+    res, failed = run_module(DR.main, {"results": results, "head": "node-a", "dest": str(tmp_path)})
+    assert not failed, res
+    v = res["verdicts"]
+    assert (v["node-a"]["status"], v["node-a"]["matches"]) == ("unreachable", [])
+    assert v["node-a"]["reason"] == "collection failed: docker: command not found"
+    assert [m["id"] for m in v["node-b"]["matches"]] == ["node_unreachable"]
+    assert v["node-b"]["matches"][0]["evidence"].endswith("198.18.10.12 port 2222: No route to host")
