@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) dgxspark.vllm contributors
 # SPDX-License-Identifier: MIT
-"""Filters of the node checks (roles preflight, node_prep); logic in module_utils/node_checks.py."""
+"""Filters of the node checks (roles preflight, node_prep); logic in module_utils/node_checks.py and, for the
+userspace OOM killers' floors, module_utils/oom_floors.py."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -23,6 +24,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     utilization_verdict,
     version_satisfies,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.oom_floors import DEFAULT_MARGIN_GIB, killer_floor_errors
 
 
 def _guard(name, func, *args):
@@ -46,6 +48,15 @@ def node_preflight_checks(node, lane_spec, host):
 
 def node_preflight_warnings(node, host):
     return node_warnings(str(host), _mapping("node_preflight_warnings", "preflight_node", node))
+
+
+def node_oom_floor_errors(node, free_at_peak_gib, host, margin_gib=DEFAULT_MARGIN_GIB):
+    """preflight_node's oom_floors against the memory plan's free_at_peak_gib of this rank (None: not judged)."""
+    node = _mapping("node_oom_floor_errors", "preflight_node", node)
+    if free_at_peak_gib is None:
+        return []
+    return _guard("node_oom_floor_errors", killer_floor_errors, str(host), node.get("oom_floors") or [],
+                  float(free_at_peak_gib), float(margin_gib))
 
 
 def node_utilization_verdict(nodes, requested, margin_gib=0):
@@ -91,6 +102,7 @@ class FilterModule(object):
         return {
             "node_preflight_checks": node_preflight_checks,
             "node_preflight_warnings": node_preflight_warnings,
+            "node_oom_floor_errors": node_oom_floor_errors,
             "node_utilization_verdict": node_utilization_verdict,
             "node_disk_needs": node_disk_needs,
             "node_cache_dirs": node_cache_dirs,

@@ -336,6 +336,8 @@ def memory_plan(lane, nodes=None, options=None):
                 warnings.append("%s: thin margin: %.2f GiB left after the plan (threshold %.2f GiB; worker ranks "
                                 "have profiled 3-5 GiB less than the head, catalogue kv_pool_below_peers)" % (who, gib(margin), gib(thin)))
         row["margin_gib"] = _r2(gib(margin)) if margin is not None else None
+        # what MemAvailable reads once the rank has claimed its share: a userspace OOM killer's floor must stay below
+        row["free_at_peak_gib"] = _r2(gib(margin + os_reserve)) if margin is not None else None
         rows.append(row)
 
     for row in rows:

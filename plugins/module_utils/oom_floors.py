@@ -11,14 +11,15 @@ compared here is the memory one, the one a rank crosses as its weights finish lo
 pressure and swap use (oomd.conf and its drop-ins, the last file wins), not on a free-memory floor: its effective
 values are read and named, not compared.
 
-Callers: unit tests only so far (tests/unit/plugins/module_utils/test_oom_floors.py); preflight's warning
-(node_checks.node_warnings) names the killer by process name. Standard library only.
+Callers: module node_facts (read_killer_floors, on every node) and roles/preflight (filter node_oom_floor_errors
+against the memory plan's free_at_peak_gib). Standard library only.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 import shlex
 
@@ -118,4 +119,58 @@ def killer_floor_errors(host, killers, free_at_peak_gib, margin_gib=DEFAULT_MARG
                    "Fix: %s; the floor must stay below %.2f GiB."
                    % (host, k["name"], k["floor_gib"], k["setting"], k["file"], free_at_peak_gib, margin_gib, fix,
                       free_at_peak_gib - margin_gib))
+    return out
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return None
+
+
+def _running(proc_root, names):
+    """{name: [cmdline words]} of the first running process of each name (its /proc/<pid>/comm)."""
+    out = {}
+    try:
+        pids = sorted((d for d in os.listdir(proc_root) if d.isdigit()), key=int)
+    except OSError:
+        return out
+    for pid in pids:
+        comm = (_read(os.path.join(proc_root, pid, "comm")) or "").strip()
+        if comm in names and comm not in out:
+            out[comm] = [w for w in (_read(os.path.join(proc_root, pid, "cmdline")) or "").split("\0") if w]
+    return out
+
+
+def read_killer_floors(mem_total_gib, proc_root="/proc", etc_root="/"):
+    """The running earlyoom and nohang on this node with their effective floors: [{name, active, floor_gib, setting,
+    file}] (killer_floor_errors' input). earlyoom: its command line when it carries -m/-M, else EARLYOOM_ARGS of
+    /etc/default/earlyoom, else its default; nohang: soft_threshold_min_mem of the config its -c/--config names, else
+    /etc/nohang/nohang.conf (floor None when unreadable: not judged). A killer that does not run gives nothing."""
+    out = []
+    running = _running(proc_root, ("earlyoom", "nohang"))
+    if "earlyoom" in running:
+        words = running["earlyoom"][1:]
+        opts, where = earlyoom_args(" ".join(words)), "its command line"
+        if opts["m"] is None and opts["M"] is None:
+            path = os.path.join(etc_root, "etc/default/earlyoom")
+            text = _read(path)
+            if text is not None:
+                opts, where = earlyoom_args(text), "/etc/default/earlyoom"
+        floor, setting = earlyoom_floor_gib(opts, mem_total_gib)
+        out.append({"name": "earlyoom", "active": True, "floor_gib": round(floor, 2), "setting": setting,
+                    "file": where})
+    if "nohang" in running:
+        words = running["nohang"]
+        conf = "/etc/nohang/nohang.conf"
+        for i, w in enumerate(words):
+            if w in ("-c", "--config") and i + 1 < len(words):
+                conf = words[i + 1]
+            elif w.startswith("--config="):
+                conf = w.split("=", 1)[1]
+        got = nohang_floor_gib(_read(os.path.join(etc_root, conf.lstrip("/"))), mem_total_gib)
+        out.append({"name": "nohang", "active": True, "floor_gib": round(got[0], 2) if got else None,
+                    "setting": got[1] if got else "soft_threshold_min_mem not found", "file": conf})
     return out

@@ -61,6 +61,12 @@ options:
     description: The C(/proc) tree whose C(<pid>/comm) files name the running processes (userspace OOM killers).
     type: path
     default: /proc
+  etc_root:
+    description:
+      - The root the userspace OOM killers' configuration files are read under (C(/etc/default/earlyoom), nohang's
+        config); C(/) on a node, a fixture tree in tests.
+    type: path
+    default: /
   docker_bin:
     description:
       - Docker CLI whose C(docker info) lists the daemon's runtimes (C(docker_runtimes), catalogue nvidia_runtime_missing). Run as the
@@ -125,6 +131,7 @@ node:
     docker_runtimes: [io.containerd.runc.v2, io.containerd.runtime.v1.linux, nvidia, runc]
     docker_runtimes_error: ""
     oom_killers: []
+    oom_floors: []
 """
 
 import grp
@@ -133,6 +140,7 @@ import pwd
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dgxspark.vllm.plugins.module_utils.oom_floors import read_killer_floors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import (
     BYTES_PER_GIB,
     NodeCheckError,
@@ -302,6 +310,8 @@ def gather(module):
     node.update(gpu_facts(module, p["nvidia_smi"]))
     node["docker_runtimes"], node["docker_runtimes_error"] = docker_runtimes(module, p["docker_bin"])
     node["oom_killers"] = read_oom_killers(p["proc_root"])
+    # earlyoom's and nohang's effective floors, judged against the memory plan by preflight (module_utils/oom_floors.py)
+    node["oom_floors"] = read_killer_floors(kib_to_gib(mem["MemTotal"]), p["proc_root"], p["etc_root"])
     if p["deploy_user"]:
         groups = user_groups(p["deploy_user"])
         node["deploy_user_groups"] = groups
@@ -319,6 +329,7 @@ def main():
             disk_paths=dict(type="list", elements="path", default=[]),
             deploy_user=dict(type="str"),
             proc_root=dict(type="path", default="/proc"),
+            etc_root=dict(type="path", default="/"),
             docker_bin=dict(type="str", default="docker"),
         ),
         supports_check_mode=True,

@@ -18,7 +18,7 @@ def sim_lane():
 
 
 def test_filter_names_are_node_prefixed():
-    assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo',
+    assert sorted(F) == ['node_cache_dirs', 'node_disk_needs', 'node_meminfo', 'node_oom_floor_errors',
                          'node_preflight_checks', 'node_preflight_warnings', 'node_swap_cycle_plan', 'node_swap_verdict',
                          'node_sysctl_effective_verdict', 'node_sysctl_overrides', 'node_utilization_verdict',
                          'node_version_satisfies']
@@ -77,3 +77,18 @@ def test_checks_through_the_filter():
     assert checks[1]['message'] == (
         'spark-sim-0: 2.00 GiB free on the filesystem of /var/tmp/models/tiny-glm (probed at /var/tmp), the lane '
         'needs 6.00 GiB (requirements.disk_gib). Fix: free space there or move these paths to a larger disk.')
+
+
+def test_oom_floor_errors_against_the_plans_free_memory_at_peak():
+    f = FilterModule().filters()["node_oom_floor_errors"]
+    node = {"oom_floors": [{"name": "earlyoom", "active": True, "floor_gib": 8.0, "setting": "-M 8388608",
+                            "file": "/etc/default/earlyoom"}]}
+    (msg,) = f(node, 9.5, "node-b")
+    assert msg.startswith("node-b: earlyoom's floor is 8.00 GiB (-M 8388608 in /etc/default/earlyoom) and the plan "
+                          "leaves 9.50 GiB free at peak (margin 2.00 GiB)")
+    assert "the floor must stay below 7.50 GiB" in msg
+    assert f(node, 10.0, "node-b") == []          # exactly floor + margin: quiet
+    assert f(node, None, "node-b") == []          # no plan for this rank: not judged
+    assert f({"oom_floors": []}, 1.0, "node-b") == []
+    with pytest.raises(AnsibleFilterError, match="node_oom_floor_errors"):
+        f(["not", "a", "node"], 9.5, "node-b")

@@ -229,3 +229,4 @@ def test_report_lines_for_the_cpu_engine_from_its_captured_boot():
                      "pool: predicted 2,097,152 tokens, logged 2,097,152 tokens, error +0.0 %",
                      "max concurrency: predicted 4096.00x, logged 4096.00x, error +0.0 %"]
     assert plan["ranks"][0]["margin_gib"] == 15.99     # 20.0 - 3.0 reserve - 1.0 KV - 0.01 weights
+    assert plan["ranks"][0]["free_at_peak_gib"] == 18.99  # what MemAvailable reads after the claim: margin + reserve

@@ -80,3 +80,56 @@ def test_a_floor_that_would_fire_at_peak_is_refused_with_file_value_and_fix():
 ])
 def test_near_misses_stay_quiet(killer, free):
     assert O.killer_floor_errors("spark-b", [killer], free) == []
+
+
+# ---- read_killer_floors: the running killers of a /proc tree with the configs of an /etc tree (node_facts) ----------
+
+def _proc(tmp_path, procs):
+    """A /proc tree: {pid: (comm, argv)}."""
+    root = tmp_path / "proc"
+    for pid, (comm, argv) in procs.items():
+        d = root / str(pid)
+        d.mkdir(parents=True)
+        (d / "comm").write_text(comm + "\n")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    return str(root)
+
+
+def _etc(tmp_path, files):
+    root = tmp_path / "root"
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return str(root)
+
+
+def test_running_earlyoom_reads_its_command_line_first_then_the_defaults_file(tmp_path):
+    etc = _etc(tmp_path, {"etc/default/earlyoom": _fx("etc-default-earlyoom-debian.txt")})
+    proc = _proc(tmp_path, {1: ("systemd", ["/sbin/init"]), 812: ("earlyoom", ["/usr/bin/earlyoom", "-m", "6"])})
+    assert O.read_killer_floors(TOTAL, proc, etc) == [
+        {"name": "earlyoom", "active": True, "floor_gib": 7.3, "setting": "-m 6", "file": "its command line"}]
+    proc = _proc(tmp_path / "b", {812: ("earlyoom", ["/usr/bin/earlyoom", "-r", "3600"])})
+    assert O.read_killer_floors(TOTAL, proc, etc) == [
+        {"name": "earlyoom", "active": True, "floor_gib": 8.0, "setting": "-M 8388608",
+         "file": "/etc/default/earlyoom"}]
+
+
+def test_nohang_reads_the_config_its_command_line_names(tmp_path):
+    etc = _etc(tmp_path, {"opt/site/nohang.conf": "soft_threshold_min_mem = 20 %\n",
+                          "etc/nohang/nohang.conf": _fx("nohang.conf.excerpt")})
+    proc = _proc(tmp_path, {90: ("nohang", ["/usr/bin/python3", "/usr/sbin/nohang", "--config",
+                                            "/opt/site/nohang.conf"])})
+    (got,) = O.read_killer_floors(TOTAL, proc, etc)
+    assert (got["floor_gib"], got["setting"], got["file"]) == (24.34, "soft_threshold_min_mem = 20 %",
+                                                              "/opt/site/nohang.conf")
+    # the default config path; an unreadable config is reported with no floor (not judged)
+    proc = _proc(tmp_path / "b", {90: ("nohang", ["/usr/sbin/nohang"])})
+    assert O.read_killer_floors(TOTAL, proc, etc)[0]["file"] == "/etc/nohang/nohang.conf"
+    assert O.read_killer_floors(TOTAL, proc, _etc(tmp_path / "c", {}))[0]["floor_gib"] is None
+
+
+def test_nothing_running_or_only_oomd_gives_nothing(tmp_path):
+    proc = _proc(tmp_path, {1: ("systemd", ["/sbin/init"]), 77: ("systemd-oomd", ["/lib/systemd/systemd-oomd"]),
+                            78: ("tail", ["tail", "-F", "/var/log/earlyoom.log"])})   # a helper naming it: not it
+    assert O.read_killer_floors(TOTAL, proc, _etc(tmp_path, {})) == []
