@@ -121,8 +121,8 @@ def test_nohang_reads_the_config_its_command_line_names(tmp_path):
     proc = _proc(tmp_path, {90: ("nohang", ["/usr/bin/python3", "/usr/sbin/nohang", "--config",
                                             "/opt/site/nohang.conf"])})
     (got,) = O.read_killer_floors(TOTAL, proc, etc)
-    assert (got["floor_gib"], got["setting"], got["file"]) == (24.34, "soft_threshold_min_mem = 20 %",
-                                                              "/opt/site/nohang.conf")
+    want = (24.34, "soft_threshold_min_mem = 20 %", "/opt/site/nohang.conf")
+    assert (got["floor_gib"], got["setting"], got["file"]) == want
     # the default config path; an unreadable config is reported with no floor (not judged)
     proc = _proc(tmp_path / "b", {90: ("nohang", ["/usr/sbin/nohang"])})
     assert O.read_killer_floors(TOTAL, proc, etc)[0]["file"] == "/etc/nohang/nohang.conf"
