@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import group_restart, listen_argv, port_guard_errors
+from ansible_collections.dgxspark.vllm.plugins.module_utils.model_limits import max_model_len_errors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.render import (
     RenderError,
     api_key_fingerprint,
@@ -89,6 +90,16 @@ def vllm_rank_port_guard_errors(listeners, host):
 
 
 # vllm_kv_pin_warning is public for lane authors (docs/lanes.md: the pin skips the activation reserve); no role calls it.
+def vllm_rank_max_model_len_errors(config, max_model_len, host, path, env=None):
+    """The checkpoint's config.json (a mapping) against the lane's serve.max_model_len (module_utils/model_limits.py)."""
+    if not isinstance(config, dict):
+        raise AnsibleFilterError("vllm_rank_max_model_len_errors: %s: %s is not a JSON object" % (host, path))
+    if max_model_len is not None and (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)):
+        raise AnsibleFilterError("vllm_rank_max_model_len_errors: max_model_len must be an integer, got %r"
+                                 % (max_model_len,))
+    return max_model_len_errors(str(host), str(path), _plain(config), max_model_len, _plain(env) or {})
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -99,4 +110,5 @@ class FilterModule(object):
             "vllm_api_key_fingerprint": vllm_api_key_fingerprint,
             "vllm_rank_listen_argv": vllm_rank_listen_argv,
             "vllm_rank_port_guard_errors": vllm_rank_port_guard_errors,
+            "vllm_rank_max_model_len_errors": vllm_rank_max_model_len_errors,
         }

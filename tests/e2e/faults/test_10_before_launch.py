@@ -325,6 +325,28 @@ def test_fix_file_missing_head(fleet, self_repair):
            nothing_lost="group untouched and serving; file sha256 = lane pin", repair="kernel_fix (same run)")
 
 
+def test_max_model_len_the_engine_refuses_leaves_the_group_serving(serving, tmp_path):
+    """serve.max_model_len 4096 on the tiny checkpoint (max_position_embeddings 2048): refused from the head's
+    config.json before the rank spec file is written or any rank stops; the group keeps serving (issue 32)."""
+    fleet = serving
+    before, snap = fleet.ranks(), fleet.snapshot()
+    run = start_playbook("site.yml", tmp_path, cmdline=SKIP_BENCH,
+                         extravars={"vllm_lane_overrides": {"serve": {"max_model_len": 4096}}})
+    first = run.first_failure()
+    msg = failure_message(first)
+    assert first["event_data"]["task"] == "Vllm_ranks | Launch guard | serve.max_model_len fits the checkpoint", first
+    assert msg.startswith("%s: serve.max_model_len 4096 is above the 2048 tokens the engine derives from %s/config.json "
+                          "(max_position_embeddings=2048)" % (fleet.head, fleet.checkpoint)), msg
+    assert "Fix: set serve.max_model_len to at most 2048" in msg, msg
+    after = _failed_before_launch(fleet, run, before, snap)
+    assert_serving(fleet)
+    record("max_model_len_refused", fault="-e vllm_lane_overrides serve.max_model_len 4096 (checkpoint 2048)",
+           detected_in_s=run.since_start(first), detected_by=first["event_data"]["task"],
+           failed_hosts=failed_hosts(run), message=msg[:400], rc=run.rc, run_s=run.seconds,
+           state_after=state_summary(after), nothing_lost="group untouched and serving, no file changed",
+           repair="none needed")
+
+
 def test_fleet_healthy_after_before_launch_faults(fleet):
     """Every repair above left a serving group with the lane's files on every node."""
     assert_serving(fleet)
