@@ -87,6 +87,8 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.memory_plan import (
     compare,
     compare_lines,
     memory_plan as _plan,
+    plan_id,
+    plan_markdown,
 )
 
 
@@ -132,7 +134,17 @@ def memory_plan_bringup(lane, ranks, plan=None, node_disk=None, share_mode="copy
     return bringup_plan(lane, hosts, plan, node_disk, share_mode)
 
 
+def memory_plan_document(lane, ranks, plan, bringup, made, measured=False, addresses=None):
+    """{id, markdown}: the plan as a page (module_utils/memory_plan.py plan_markdown) and the id of the lane and
+    rank layout it was made from (plan_id)."""
+    if not isinstance(ranks, dict):
+        raise AnsibleFilterError("memory_plan_document: ranks must be a mapping host -> rank")
+    hosts = [{"host": h, "rank": int(r), "address": (addresses or {}).get(h)} for h, r in ranks.items()]
+    pid = plan_id(lane, hosts)
+    return {"id": pid, "markdown": plan_markdown(lane, bringup, plan, pid, str(made), bool(measured))}
+
+
 class FilterModule(object):
     def filters(self):
         return {"memory_plan": memory_plan, "memory_plan_compare": memory_plan_compare,
-                "memory_plan_bringup": memory_plan_bringup}
+                "memory_plan_bringup": memory_plan_bringup, "memory_plan_document": memory_plan_document}

@@ -86,9 +86,13 @@ DEFAULTS = {
 
 # Boot phases of real fleets (seconds), for the plan's rough durations (roles/vllm_bench/README.md).
 BOOT_FIGURES = {
-    2: {"load_s": 610, "init_s": 148, "source": "T2 first boot: Loading weights took 610.43 s, init engine 147.74 s"},
-    3: {"load_s": 479, "init_s": 170, "source": "Y3: load 462-479 s plus 170 s warmup"},
-    4: {"load_s": 780, "init_s": 96, "source": "T4 CURRENT: boot ~16 min, 13 min load + 96 s graph capture"},
+    2: {"load_s": 610, "init_s": 148,
+        "source": "a two-Spark TP2 deployment's first boot: weights loaded in 610 s, engine init 148 s (docs/memory-plan.md)"},
+    3: {"load_s": 479, "init_s": 170,
+        "source": "a three-Spark TP3 deployment: weights loaded in 462-479 s plus 170 s warmup (docs/memory-plan.md)"},
+    4: {"load_s": 780, "init_s": 96,
+        "source": "a four-Spark TP4 deployment: about 13 min of loading plus 96 s of CUDA graph capture "
+                  "(docs/memory-plan.md)"},
 }
 
 
@@ -308,8 +312,11 @@ def memory_plan(lane, nodes=None, options=None):
         if fit_b is not None and kv_mode == "pin" and kv is not None and kv > fit_b:
             warnings.append("%s: KV pin %.2f GiB is above what the profiler would leave at gpu_memory_utilization "
                             "%s (%.2f GiB): the activation reserve (%.2f GiB) is not kept and the first long prompt "
-                            "can kill the engine (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md)"
-                            % (who, gib(kv), gmu, gib(fit_b), gib(activation)))
+                            "can kill the engine (catalogue kv_pin_no_activation_reserve; docs/memory-plan.md). "
+                            "Advice: keep the pin if the lane's recorded runs served your longest prompts; otherwise "
+                            "lower serve.kv_policy.bytes to at most %d (%.2f GiB) in vllm_lane_overrides, or use "
+                            "kv_policy mode profiler"
+                            % (who, gib(kv), gmu, gib(fit_b), gib(activation), int(fit_b), gib(fit_b)))
         margin = None
         if avail_b is not None:
             claim = gmu * total_b if (kv_mode == "profiler" and not cpu) else resident
@@ -507,3 +514,76 @@ def bringup_plan(lane, hosts, plan=None, node_disk=None, share_mode="copy"):
     for n, p in enumerate(phases, 1):
         lines.append("  %d. %s%s" % (n, p["phase"], ", ~%d s" % p["seconds"] if p["seconds"] else ""))
     return {"nodes": nodes, "phases": phases, "lines": lines}
+
+
+# --------------------------------------------------------------------------------------------
+# The plan as a document (issue 31): one Markdown page, saved under the user's output directory with an id
+# --------------------------------------------------------------------------------------------
+
+def plan_id(lane, hosts):
+    """A short id of what the plan was made from: the resolved lane and the rank layout (host, rank, address).
+    The same lane and inventory give the same id; any change to either gives another."""
+    import hashlib
+    import json
+    layout = sorted([str(h.get("host")), int(h.get("rank")), str(h.get("address") or "")] for h in hosts)
+    blob = json.dumps({"lane": lane, "layout": layout}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+def _cell(value, unit=""):
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        value = "%g" % value
+    elif isinstance(value, int) and not isinstance(value, bool) and value >= 10000:
+        value = "{:,}".format(value)
+    return "%s%s" % (value, unit)
+
+
+def plan_markdown(lane, bringup, plan, pid, made, measured):
+    """The bring-up plan as a Markdown page: a table with one row per node, the transfers, the phases with their
+    expected durations and sources, what each label means, and every warning with its advice.
+    bringup: bringup_plan() output; plan: memory_plan() output; measured: whether MemAvailable and disk were read
+    on the nodes (site.yml) or the plan is the lane's alone (validate.yml, a nominal GB10)."""
+    serve = lane.get("serve") or {}
+    out = ["# Bring-up plan %s" % pid, "",
+           "Lane `%s` at tensor-parallel size %s (%s), made %s from %s. A run whose lane or inventory differs gets "
+           "another id." % (lane.get("name"), lane.get("tensor_parallel_size"), lane.get("platform"), made,
+                            "the nodes' measured memory and disk (site.yml)" if measured
+                            else "the lane alone, on a nominal GB10 (validate.yml: no node was contacted)"), "",
+           "| node | rank | role | to transfer (GiB) | disk need / free (GiB) | KV (GiB) | pool (tokens) | "
+           "concurrency at max_model_len | margin (GiB) | ports |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for n in bringup["nodes"]:
+        mem, disk = n.get("memory") or {}, n.get("disk") or {}
+        moved = sum(float(i["gib"] or 0) for i in n["transfers"])
+        ports = ("API %s, rendezvous %s" % (serve.get("api_port"), serve.get("master_port")) if n["rank"] == 0
+                 else "joins %s" % serve.get("master_port"))
+        out.append("| %s | %s | %s | %.1f | %s / %s | %s | %s | %s | %s | %s |" % (
+            n["host"], n["rank"], "head" if n["rank"] == 0 else "worker (--headless)", moved,
+            _cell(disk.get("need_gib")), _cell(disk.get("free_gib")) if measured else "not read",
+            _cell(mem.get("kv_gib")), _cell(mem.get("pool_tokens")), _cell(mem.get("max_concurrency"), "x"),
+            _cell(mem.get("margin_gib")) if measured else "not read", ports))
+    out += ["", "## Transfers", ""]
+    for n in bringup["nodes"]:
+        for i in n["transfers"]:
+            out.append("- %s: %s, %s GiB, %s" % (n["host"], i["what"], _cell(i["gib"]), i["how"]))
+    out += ["", "## Phases, in order", "", "| # | phase | expected |", "|---|---|---|"]
+    for k, p in enumerate(bringup["phases"], 1):
+        out.append("| %d | %s | %s |" % (k, p["phase"], "~%d s" % p["seconds"] if p["seconds"] else
+                                         "depends on the links and disks (not predicted)"))
+    boot = BOOT_FIGURES.get(int(lane.get("tensor_parallel_size") or 0)) if lane.get("platform") != "cpu" else None
+    if boot:
+        out += ["", "Expected durations come from %s." % boot["source"]]
+    out += ["", "## What the columns mean", "",
+            "- KV: the GiB of KV cache each rank gets (%s); pool: the tokens that KV holds (the head's "
+            "`GPU KV cache size` line once it boots); concurrency: how many requests of max_model_len %s tokens fit "
+            "at once." % ((plan or {}).get("kv_source") or "the lane's KV policy", _cell(serve.get("max_model_len"))),
+            "- margin: MemAvailable left on the node after the rank's weights, KV and reserves; below 5 GiB the plan "
+            "warns (workers profile 3-5 GiB less than the head).",
+            "- disk need / free: what the lane's files take on the checkpoint's disk and what the node has free.",
+            "- Every figure and rule: docs/memory-plan.md (memory, KV, pool), docs/lanes.md (the lane), "
+            "docs/catalogue.md (the failure named in a warning)."]
+    warnings = list((plan or {}).get("warnings") or [])
+    out += ["", "## Warnings", ""] + (["- %s" % w for w in warnings] if warnings else ["None."])
+    return "\n".join(out) + "\n"

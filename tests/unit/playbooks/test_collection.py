@@ -52,3 +52,24 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     doc = _run(["ansible-doc", "-t", "role", "dgxspark.vllm.preflight"], cwd=str(tmp_path),
                env={"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")})
     assert "ENTRY POINT: *lane*" in doc and "vllm_lane_overrides" in doc and "ENTRY POINT: *main*" in doc, doc
+    # An installed user (issue 31): validate from an empty directory with no ansible.cfg; the plan lands in that
+    # directory's reports/, named by its id, and nothing is written inside the installed collection.
+    work = tmp_path / "empty"
+    work.mkdir()
+    coll = dest / "ansible_collections" / "dgxspark" / "vllm"
+    env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
+    env.update(PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(dest),
+               PWD=str(work))
+    proc = subprocess.run(["ansible-playbook", "-i", str(coll / "inventories" / "sample_tp2" / "hosts.yml"),
+                           "dgxspark.vllm.validate"], cwd=str(work), env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 0, out[-3000:]
+    saved = sorted(p.name for p in (work / "reports").iterdir())
+    pid = [n[len("plan-"):-len(".md")] for n in saved if n != "plan-latest.md"][0]
+    assert saved == ["plan-%s.md" % pid, "plan-latest.md"], saved
+    assert "plan %s (2 nodes, lane tp2_dflash2_ct): %s/reports/plan-%s.md" % (pid, work, pid) in out, out[-2000:]
+    page = (work / "reports" / "plan-latest.md").read_text()
+    assert page.startswith("# Bring-up plan %s\n" % pid)
+    assert "| node-a | 0 | head |" in page and "| node-b | 1 | worker (--headless) |" in page
+    assert not list(coll.glob("**/reports")) and not (coll / ".sim").exists()

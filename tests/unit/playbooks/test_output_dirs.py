@@ -55,3 +55,29 @@ def test_without_pwd_the_playbooks_parent_is_the_fallback(tmp_path):
     # include_vars from a play in tmp_path: playbook_dir is tmp_path, so the fallback is its parent
     _work, got = _render(tmp_path, None)
     assert got["vllm_health_report_dir"] == "%s/reports" % tmp_path.parent
+
+
+def test_a_run_whose_plan_id_differs_from_the_saved_plan_says_so(tmp_path):
+    from tests.unit.conftest import run_local_play
+    with open(os.path.join(ROOT, "lanes", "sim_cpu_tp2.yml")) as f:
+        lane = yaml.safe_load(f)
+    lane["tensor_parallel_size"] = 1
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "plan-latest.md").write_text("# Bring-up plan aaaaaaaaaaaa\n")
+    task = {"name": "plan doc", "ansible.builtin.include_role": {"name": "dgxspark.vllm.preflight",
+                                                                 "tasks_from": "plan_doc.yml"},
+            "vars": {"preflight_plan_doc_plan": "{{ vllm_lane_spec | dgxspark.vllm.memory_plan }}",
+                     "preflight_plan_doc_bringup": "{{ vllm_lane_spec | dgxspark.vllm.memory_plan_bringup({'node-a': 0},"
+                                                   " vllm_lane_spec | dgxspark.vllm.memory_plan) }}",
+                     "preflight_plan_doc_measured": True, "preflight_plan_dir": str(reports)}}
+    rc, tasks, tail = run_local_play(tmp_path / "run", ["node-a"], {"vllm_lane_spec": lane}, [task],
+                                     host_vars={"vllm_rank": 0, "ansible_host": "198.18.10.10"})
+    assert rc == 0, tail
+    (msg,) = [h["msg"] for name, hosts in tasks.items() if name.endswith("whether this run still follows the saved plan")
+              for h in hosts.values()]
+    pid = sorted(p.name for p in reports.iterdir() if p.name not in ("plan-latest.md",))[0][5:-3]
+    assert msg == ("WARNING: the inventory or lane changed since plan aaaaaaaaaaaa was saved; this run follows another. "
+                   "Advice: read the new plan before anything loads. plan %s (1 nodes, lane sim_cpu_tp2): %s/plan-%s.md"
+                   % (pid, reports, pid))
+    assert (reports / "plan-latest.md").read_text().startswith("# Bring-up plan %s\n" % pid)
