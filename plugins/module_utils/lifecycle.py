@@ -366,7 +366,8 @@ def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=tim
             failure = step("settled", host, nodes.settle(host))
         elif verb == "start":
             res = nodes.start(host)
-            failure = step("start", host, res, "rank %s did not come up (%s)" % (s["rank"], _why(res)))
+            # the diagnosis names the outcome (exited, timeout ...); the failure keeps the step's full message
+            failure = step("start", host, res, "rank %s did not come up (%s)" % (s["rank"], res.get("outcome") or _why(res)))
         elif verb == "load":
             nodes.loading(load_record(clock(), timings["gate_s"], by))
             failure = health_gate(nodes, list(ready_hosts), timings["gate_s"], clock, sleep)

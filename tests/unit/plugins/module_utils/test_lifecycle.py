@@ -131,6 +131,19 @@ def test_a_failed_worker_start_never_starts_the_head_and_names_the_cause():
                                 "vllm: error: unrecognized arguments: --x"]
 
 
+def test_the_diagnosis_names_the_outcome_when_the_start_carries_its_message():
+    # what rank_node.start returns for a refused flag (its msg repeats host and container): the diagnosis line names
+    # the outcome once, the failure keeps the message (the fault suite's give-up reads both)
+    clock = Clock()
+    bad = {"ok": False, "outcome": "exited", "diagnosis": "", "tail": ["vllm: error: unrecognized arguments: --x"],
+           "msg": "w1: rank vllm_rank: the container exited (status exited, exit code 2) after docker run"}
+    nodes = FakeNodes(clock, start={"w1": bad})
+    res, _lines = run(nodes, clock)
+    assert res["diagnoses"] == ["w1: rank 1 did not come up (exited): no catalogue entry matches; last lines: "
+                                "vllm: error: unrecognized arguments: --x"]
+    assert res["failure"] == "start on w1 failed: " + bad["msg"]
+
+
 def test_a_rank_that_exits_during_the_load_fails_the_gate_at_once():
     clock = Clock()
     nodes = FakeNodes(clock, serving_after=10 ** 6)
