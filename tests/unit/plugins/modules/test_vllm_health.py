@@ -367,15 +367,21 @@ def test_smoke_corruption_probe_counts_per_pass(api):
     assert len(probes) == 3 and all(b["temperature"] == 0 and not b.get("stream") for b in probes)
 
 
+def _proc_comms(tmp_path, comms):
+    """A /proc tree with only <pid>/comm files ({pid: process name}), as read_oom_killers reads it."""
+    proc = tmp_path / "proc"
+    for pid, name in comms.items():
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+    return proc
+
+
 def test_wait_exit_137_without_oom_flag_names_the_userspace_oom_killer(docker, tmp_path):
     """catalogue userspace_oom_killer: docker says exit 137, OOMKilled false; systemd-oomd runs on the node."""
     state = json.loads(read_fixture("health", "sim-cpu", "rank1-killed.state.json"))
     assert state["ExitCode"] == 137 and state["OOMKilled"] is False
     docker(running=False, exit_code=137, oom=False, log=read_fixture("health", "sim-cpu", "rank1-killed.log"))
-    proc = tmp_path / "proc"
-    for pid, name in ((1, "systemd"), (388, "systemd-oomd")):
-        (proc / str(pid)).mkdir(parents=True)
-        (proc / str(pid) / "comm").write_text(name + "\n")
+    proc = _proc_comms(tmp_path, {1: "systemd", 388: "systemd-oomd"})
     res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
                                                 "proc_root": str(proc)})
     assert failed
@@ -392,10 +398,7 @@ def test_wait_exit_143_is_earlyooms_sigterm(docker, tmp_path, exit_code, oom, na
     """earlyoom sends SIGTERM first: the rank exits 143 with OOMKilled false and earlyoom is named. Near misses: an
     engine error (exit 1) and a kernel OOM kill (OOMKilled true) do not blame the userspace killer."""
     docker(running=False, exit_code=exit_code, oom=oom, log=read_fixture("health", "sim-cpu", "rank1-killed.log"))
-    proc = tmp_path / "proc"
-    for pid, name in ((1, "systemd"), (377, "earlyoom")):
-        (proc / str(pid)).mkdir(parents=True)
-        (proc / str(pid) / "comm").write_text(name + "\n")
+    proc = _proc_comms(tmp_path, {1: "systemd", 377: "earlyoom"})
     res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
                                                 "proc_root": str(proc)})
     assert failed
