@@ -35,6 +35,21 @@ def unit_lines_problems(text, keys):
     return escape.unit_lines_problems(str(text), _list(keys))
 
 
+def netplan_yaml(doc):
+    # Ansible hands over its own dict, list and str subclasses; PyYAML's safe dumper takes only the plain ones.
+    return escape.netplan_yaml(_plain(doc))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return dict((_plain(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -45,4 +60,7 @@ class FilterModule(object):
             "systemd_value": _wrap(escape.systemd_value),
             "unit_lines_problems": unit_lines_problems,
             "exports_path": _wrap(escape.exports_path),
+            "sysctl_key": _wrap(escape.sysctl_key),
+            "sysctl_value": _wrap(escape.sysctl_value),
+            "netplan_yaml": _wrap(netplan_yaml),
         }

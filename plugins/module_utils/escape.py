@@ -17,6 +17,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgxspark.vllm.plugins.module_utils import kinds
+
 
 class EscapeError(ValueError):
     """A value the file kind cannot hold."""
@@ -159,3 +161,103 @@ def exports_path(value):
     if not value.startswith("/"):
         raise EscapeError("an /etc/exports line: %r is not an absolute path" % value)
     return "".join(("\\%03o" % ord(c)) if (c.isspace() or c in '\\#"' or ord(c) > 126) else c for c in value)
+
+
+# --- systemd-analyze verify (systemd-analyze(1)): the unit file's own checker, where the node has it.
+# It exits 0 on a setting it cannot parse ("..., ignoring."), so every line it prints about our unit counts.
+def systemd_verify_problems(rc, output, path, unit_name):
+    """Problems from `systemd-analyze verify PATH` (rc, stdout + stderr): a non-zero rc, and every line that names
+    the unit's file or the unit (lines about other units on the node are not ours to judge)."""
+    lines = [ln.strip() for ln in (output or "").splitlines() if ln.strip()]
+    ours = [ln for ln in lines if path in ln or ln.startswith(unit_name + ":") or (" %s " % unit_name) in ln]
+    problems = ["systemd-analyze verify: %s" % ln.replace(path, unit_name) for ln in ours]
+    if rc != 0 and not problems:
+        problems.append("systemd-analyze verify of %s exited %s: %s" % (unit_name, rc, " | ".join(lines) or "no output"))
+    return problems
+
+
+def systemd_verify(text, unit_name, run, analyze="systemd-analyze"):
+    """Write TEXT as UNIT_NAME into a fresh temporary directory and verify it there (the name must carry the unit
+    type suffix: systemd-analyze refuses any other file name). RUN(argv) -> (rc, stdout, stderr), no shell.
+    Returns (problems, output)."""
+    import os
+    import shutil
+    import tempfile
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,199}\.(service|timer|socket|path|mount)", unit_name):
+        raise EscapeError("%r is not a unit file name with its type suffix" % unit_name)
+    tmp = tempfile.mkdtemp(prefix="dgxspark-unit-")
+    try:
+        path = os.path.join(tmp, unit_name)
+        with open(path, "w") as f:
+            f.write(text)
+        # --man=no: Documentation= pages need not be installed
+        rc, out, err = run([analyze, "verify", "--man=no", path])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    output = "\n".join(x for x in (out, err) if x)
+    return systemd_verify_problems(rc, output, path, unit_name), output
+
+
+# --- sysctl.d(5): one 'key = value' line; '#' or ';' at a line's start is a comment, and the value is the rest
+# of the line with surrounding whitespace removed. A value is a number or words of a safe set separated by single
+# spaces (net.ipv4.tcp_rmem = 4096 131072 6291456); anything else is refused, not escaped (the format has no escapes).
+_SYSCTL_WORD = r"[A-Za-z0-9_.,:/+-]+"
+
+
+def sysctl_key(value):
+    """A sysctl key as it stands before '=' in a sysctl.d line."""
+    value = _one_line(value, "a sysctl.d line")
+    if not re.fullmatch(kinds.SYSCTL_KEY, value):
+        raise EscapeError("a sysctl.d line: %r is not a sysctl key (dot-separated lowercase words)" % value)
+    return value
+
+
+def sysctl_value(value):
+    """A sysctl value as it stands after '=' in a sysctl.d line (and as ansible.posix.sysctl writes it)."""
+    if isinstance(value, bool):
+        raise EscapeError("a sysctl.d line: %r is a bool, write the number the kernel takes (0 or 1)" % value)
+    value = _one_line(value, "a sysctl.d line")
+    if len(value) > 1024 or not re.fullmatch(r"%s(?: %s)*" % (_SYSCTL_WORD, _SYSCTL_WORD), value):
+        raise EscapeError("a sysctl.d line: %r is not a sysctl value (numbers or words of letters, digits and "
+                          "_ . , : / + -, single spaces between them, at most 1024 characters)" % value)
+    return value
+
+
+def sysctl_line(key, value):
+    """The line 'KEY = VALUE' of a sysctl.d file."""
+    return "%s = %s" % (sysctl_key(key), sysctl_value(value))
+
+
+# --- netplan(5): a YAML document. Values are never pasted into YAML text: the document is checked (every key
+# and value of the shape the role writes) and serialised by PyYAML, then read back and compared.
+_NETPLAN_ETHERNET_KEYS = ("mtu", "addresses")
+
+
+def netplan_yaml(doc):
+    """The netplan v2 document {network: {version: 2, ethernets: {<netdev>: {mtu: <int>[, addresses: [<cidr>]]}}}}
+    as YAML text. Refuses a netdev that is not an interface name, an MTU outside 576..9216, an address that is
+    not IP/prefix, any other key; and fails when the text does not read back as the same document."""
+    import yaml
+    if not isinstance(doc, dict) or list(doc) != ["network"] or not isinstance(doc["network"], dict):
+        raise EscapeError("a netplan file: the document must be {network: {...}}, got %r" % (doc,))
+    net = doc["network"]
+    if sorted(net) != ["ethernets", "version"] or net["version"] != 2 or not isinstance(net["ethernets"], dict):
+        raise EscapeError("a netplan file: network must hold version: 2 and ethernets only, got %r" % (sorted(net),))
+    for name, entry in net["ethernets"].items():
+        if kinds.problem("interface", name, "netdev") is not None:
+            raise EscapeError("a netplan file: %r is not an interface name (at most 15 letters, digits and _ . -)"
+                              % (name,))
+        if not isinstance(entry, dict) or not set(entry) <= set(_NETPLAN_ETHERNET_KEYS) or "mtu" not in entry:
+            raise EscapeError("a netplan file: %s must hold mtu (and addresses) only, got %r" % (name, entry))
+        if kinds.problem({"kind": "integer", "min": 576, "max": 9216}, entry["mtu"], "mtu") is not None:
+            raise EscapeError("a netplan file: %s mtu %r is not an integer in 576..9216" % (name, entry["mtu"]))
+        addresses = entry.get("addresses", [])
+        if not isinstance(addresses, list):
+            raise EscapeError("a netplan file: %s addresses must be a list, got %r" % (name, addresses))
+        for addr in addresses:
+            if kinds.problem("cidr", addr, "address") is not None:
+                raise EscapeError("a netplan file: %s address %r is not an address with its prefix" % (name, addr))
+    text = yaml.safe_dump(doc, indent=2, default_flow_style=False, sort_keys=True, allow_unicode=False)
+    if yaml.safe_load(text) != doc:
+        raise EscapeError("a netplan file: the document does not read back as written")
+    return text

@@ -7,7 +7,10 @@ The corpus is data: a new option is tested by being declared."""
 from __future__ import absolute_import, division, print_function
 
 import glob
+import shutil
+import subprocess
 import os
+import re
 
 import jinja2
 import pytest
@@ -272,3 +275,131 @@ def test_env_map_and_mtu_map_name_the_bad_entry():
     assert "entry '1BAD' is not an environment variable name" in msg
     msg = kinds.problem("mtu_map", {"enp1s0f1np1": 10000}, "k", "spark-1")
     assert "entry 'enp1s0f1np1'" in msg and "576..9216" in msg
+
+
+# --- netplan and sysctl.d (rdma_fabric persist.yml, node_prep sysctl.yml) -------------------------------------
+
+# What the brief of these two file kinds names: newline + a second key, '#', ':', quotes, look-alikes, NUL, 4 KiB.
+FILE_KIND_HOSTILE = [v for v in ANY_STRING + NAMING if isinstance(v, str)] + [
+    "enp1s0f1np1\n    mtu: 1500", "0\nkernel.core_pattern = |/tmp/pwn", "en#p1", "# 0", "; 0", "en:p1", "0: 1",
+    '"enp1"', "'0'", "enp1s0f1nр1", "０", "e\x00n", "\x00", "9" * 4096, "a" * 4096, " 0", "0 ", "0  1", "", "-",
+]
+
+
+def _netplan_doc(netdev="enp1s0f1np1", mtu=9000, address="198.18.10.10/24"):
+    return {"network": {"version": 2, "ethernets": {netdev: {"mtu": mtu, "addresses": [address]}}}}
+
+
+def _filter(name):
+    return FilterModule().filters()[name]
+
+
+@pytest.mark.parametrize("slot", ["netdev", "address", "mtu"])
+def test_netplan_file_from_any_value_is_refused_or_reads_back_as_the_intended_document(slot):
+    values = FILE_KIND_HOSTILE + ([v for v in NUMBERS + INTEGERS if v is not None] + [100000, 575]
+                                  if slot == "mtu" else [])
+    refused = rendered = 0
+    for value in values:
+        doc = _netplan_doc(**{slot: value})
+        try:
+            text = _filter("netplan_yaml")(doc)
+        except Exception as e:
+            assert "netplan_yaml: a netplan file" in str(e), str(e)
+            refused += 1
+            continue
+        rendered += 1
+        assert yaml.safe_load(text) == doc, (value, text)
+        (netdev, entry), = yaml.safe_load(text)["network"]["ethernets"].items()
+        assert sorted(entry) == ["addresses", "mtu"] and len(entry["addresses"]) == 1
+    # every hostile string is refused; only the numbers that are legal MTUs would render
+    assert rendered == 0 and refused == len(values)
+
+
+def test_netplan_yaml_writes_what_to_nice_yaml_wrote():
+    # The file rdma_fabric wrote before this filter: a converged node sees no change.
+    from ansible.plugins.filter.core import to_nice_yaml
+    doc = {"network": {"version": 2, "ethernets": {"enp1s0f1np1": {"mtu": 9000, "addresses": ["198.18.10.10/24"]},
+                                                   "enP2p1s0f1np1": {"mtu": 9000}}}}
+    assert _filter("netplan_yaml")(doc) == to_nice_yaml(doc, indent=2)
+    with pytest.raises(Exception, match="must hold mtu"):
+        _filter("netplan_yaml")({"network": {"version": 2, "ethernets": {"enp1s0f1np1": {"mtu": 9000, "dhcp4": True}}}})
+
+
+def _sysctl_file(tmp_path, key, value):
+    """The sysctl.d file ansible.posix.sysctl writes (one 'name=value' line), read back by the role's own reader."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import sysctl_state
+    d = tmp_path / "etc" / "sysctl.d"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "99-zz-dgxspark-vllm.conf").write_text("%s=%s\n" % (key, value))
+    return sysctl_state.grep_settings(key, str(tmp_path)), (d / "99-zz-dgxspark-vllm.conf").read_text()
+
+
+def test_sysctl_file_from_any_value_is_refused_or_holds_exactly_one_setting(tmp_path):
+    refused, inert = 0, []
+    legal = ["0", "60", "4096 131072 6291456", 10]
+    for value in FILE_KIND_HOSTILE + legal:
+        try:
+            written = _filter("sysctl_value")(value)
+        except Exception as e:
+            assert "sysctl_value: a sysctl.d line" in str(e), str(e)
+            refused += 1
+            continue
+        if value not in legal:
+            inert.append(value)
+        found, text = _sysctl_file(tmp_path, "vm.swappiness", written)
+        lines = [ln for ln in text.splitlines() if ln.strip() and ln.strip()[0] not in "#;"]
+        assert lines == ["vm.swappiness=%s" % value], (value, text)
+        assert found == "/etc/sysctl.d/99-zz-dgxspark-vllm.conf:vm.swappiness=%s" % value
+    # what renders is one printable ASCII line without a comment, quote, '=' or a value reader's escape
+    assert refused + len(inert) == len(FILE_KIND_HOSTILE) and refused > len(inert)
+    assert [v for v in inert if not re.fullmatch(r"[ -~]+", v) or re.search("[#;=\"'\\\\]", v)] == []
+    with pytest.raises(Exception, match="a bool"):
+        _filter("sysctl_value")(True)
+    for key in FILE_KIND_HOSTILE + ["vm.swappiness\nkernel.x"]:
+        with pytest.raises(Exception, match="sysctl_key"):
+            _filter("sysctl_key")(key)
+    assert escape.sysctl_line("vm.swappiness", 0) == "vm.swappiness = 0"
+
+
+# --- the unit file's own checker on the controller ---------------------------------------------------------
+
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+needs_systemd_analyze = pytest.mark.skipif(
+    SYSTEMD_ANALYZE is None, reason="systemd-analyze is not installed on this controller (Debian: package systemd); "
+    "molecule vllm_watchdog runs the same check on its nodes")
+
+
+def _run(argv):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+@needs_systemd_analyze
+def test_watchdog_unit_from_every_rendered_value_passes_systemd_analyze():
+    # /usr/bin/python3 must exist for ExecStart= to verify: the unit's interpreter, present wherever ansible runs
+    verified = 0
+    for slot in (2, 3):
+        for value in RENDER_VALUES:
+            args = list(DEFAULTS)
+            args[slot] = value
+            try:
+                unit = _render_watchdog(*args)[2]
+            except Exception:
+                continue
+            problems, output = escape.systemd_verify(unit, "dgxspark-vllm-watchdog.service", _run)
+            assert problems == [], (value, output, unit)
+            verified += 1
+    assert verified >= 2 * len(DEFAULTS)
+
+
+@needs_systemd_analyze
+@pytest.mark.parametrize("edit,expect", [
+    (("Type=simple", "Type=simpel"), "Failed to parse service type"),     # rc 0 from systemd-analyze: still a problem
+    (("Restart=on-failure", "Restart=on-failure\nExecStartPost=/nonexistent/prog"), "is not executable"),
+    (("RestartSec=10", "RestartSec=10\nFooBar=1"), "Unknown key"),
+])
+def test_systemd_verify_counts_every_line_about_the_unit(edit, expect):
+    unit = _render_watchdog(*DEFAULTS)[2].replace(*edit)
+    problems, output = escape.systemd_verify(unit, "dgxspark-vllm-watchdog.service", _run)
+    assert len(problems) == 1 and expect in problems[0], output
+    assert "/tmp/" not in problems[0]
