@@ -128,7 +128,7 @@ MOUNT_SCHEMA = _obj({
     "container": _path("container"),
     "mode": _s(enum=["ro", "rw"]),
     "when_exists": _BOOL,
-    "note": _s(),
+    "note": _s(**{"x-kind": "raw_text"}),
 }, required=("host", "container"))
 
 FIX_FILE_SCHEMA = _obj({
@@ -137,7 +137,7 @@ FIX_FILE_SCHEMA = _obj({
     "sha256": _s("64 lowercase hex digits (sha256sum of src), or '' for a file taken from the image",
                  pattern=r"^([0-9a-f]{64})?$"),
     "container_path": _path("container_path"),
-    "marker": _s(),
+    "marker": _s(**{"x-kind": "raw_text"}),
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
     # applies to, and an explicit override of the "different version in the image" refusal.
     "base_sha256": _t(["string", "null"], pattern=r"^[0-9a-f]{64}$"),
@@ -181,10 +181,10 @@ SPECULATIVE_SCHEMA = _obj({
 
 LANE_SCHEMA = _obj({
     "name": _s("lowercase letters, digits and _ (it names the lane file)", pattern=LANE_NAME),
-    "description": _s(),
+    "description": _s(**{"x-kind": "raw_text"}),
     "platform": _s(enum=["spark", "cpu"]),
     "tensor_parallel_size": _t("integer", minimum=1, maximum=8),
-    "source": _s(),
+    "source": _s(**{"x-kind": "raw_text"}),
     "allow_nvfp4_kv_dflash2_tp2": _t("boolean", (
         "true accepts kv_cache_dtype nvfp4_ds_mla with dflash at tensor-parallel 2, which the TP2 report "
         "found to kill rank 0 on prompts that need chunked prefill")),
@@ -259,7 +259,7 @@ LANE_SCHEMA = _obj({
             "bytes_per_token_per_rank": _t(["number", "null"], minimum=0),
             # The CLI spelling: the launchers use the prefix --kv-cache-memory (docs/lanes.md).
             "flag": _s(enum=["--kv-cache-memory", "--kv-cache-memory-bytes"]),
-            "note": _s(),
+            "note": _s(**{"x-kind": "raw_text"}),
         }, required=("mode",)),
         "enforce_eager": _BOOL,
         "trust_remote_code": _BOOL,
@@ -312,8 +312,17 @@ def _x_kind(validator, spec, instance, schema):
 
 
 def _full_pattern(validator, pattern, instance, schema):
-    """'pattern' as a full-string match: jsonschema searches, and '$' also matches before a final newline."""
-    if isinstance(instance, str) and not re.fullmatch(pattern, instance):
+    """'pattern' as a full-string match: jsonschema searches, and '$' also matches before a final newline.
+    A pattern value is also one printable line within the kinds' length bound (a character class such as
+    \\S or [^:\\s] lets NUL and direction overrides through)."""
+    if not isinstance(instance, str):
+        return
+    try:
+        kinds.check("raw_text", instance)
+    except kinds.Refusal as e:
+        yield jsonschema.ValidationError("%s (kind raw_text); %s" % (e.rule, e.fix))
+        return
+    if not re.fullmatch(pattern, instance):
         yield jsonschema.ValidationError("%r does not match %s" % (instance, pattern))
 
 

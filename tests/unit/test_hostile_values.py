@@ -46,7 +46,7 @@ SECRETS = ['ab"cd', "ab cd", "ab\ncd", "ab'cd", "ab`cd", "kéy", "a" * 513, "$AN
 STRING_KINDS = {"text", "raw_text", "unix_user", "unix_group", "unit_name", "abs_path", "controller_path",
                 "file_name", "file_suffix", "container_name", "image_ref", "interface", "address", "host", "cidr",
                 "url", "sysctl_key", "env_name", "regex", "token", "group_name", "inventory_host", "command",
-                "hf_repo", "pip_requirement", "cli_option", "mount_options", "glob", "size", "file_mode"}
+                "hf_repo", "pip_requirement", "cli_option", "mount_options", "glob", "size", "file_mode", "timestamp"}
 FREE_TEXT = {"text", "raw_text", "controller_path", "regex"}
 # Corpus strings that are the kind's own syntax (a version specifier, an option list), so not hostile there.
 OWN_SYNTAX = {"pip_requirement": {"a>b"}, "mount_options": {"a,b", "a=b"}}
@@ -61,6 +61,9 @@ def corpus(spec):
         return [[v] for v in corpus(elem)] if elem else ["not a list", 3]
     if name == "secret":
         return SECRETS
+    if name == "env_value":
+        # a number is a legal environment value (written as its text)
+        return [v for v in ANY_STRING if not isinstance(v, float)]
     if name in STRING_KINDS:
         out = list(ANY_STRING)
         if name not in FREE_TEXT:
@@ -403,3 +406,68 @@ def test_systemd_verify_counts_every_line_about_the_unit(edit, expect):
     problems, output = escape.systemd_verify(unit, "dgxspark-vllm-watchdog.service", _run)
     assert len(problems) == 1 and expect in problems[0], output
     assert "/tmp/" not in problems[0]
+
+
+# --- the lane schema and the playbook parameters: the same corpus, through their real checkers ------------------
+
+def _lane_leaves():
+    """(dotted path, schema node) of every lane value that is a string, or is checked by a kind."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lane
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        types = node.get("type") or []
+        types = types if isinstance(types, list) else [types]
+        if "string" in types or "x-kind" in node or (path and path[-1] == "<propertyNames>"):
+            yield ".".join(path), node
+        for key, sub in (node.get("properties") or {}).items():
+            yield from walk(sub, path + [key])
+        for word in ("items", "additionalProperties", "propertyNames"):
+            yield from walk(node.get(word), path + ["<%s>" % word])
+    return list(walk(lane.LANE_SCHEMA, []))
+
+
+LANE_LEAVES = _lane_leaves()
+
+
+def lane_corpus(path, node):
+    """The hostile values of one lane leaf: its kind's corpus, or for a pattern or enum leaf every control,
+    size and type value plus the shell and file syntax (no pattern of the lane allows a newline or '$(')."""
+    if "x-kind" in node:
+        values = corpus(node["x-kind"])
+    else:
+        values = ANY_STRING + [v for v in NAMING if not re.fullmatch(r"\S+", v)]
+    # a mapping key is a string (YAML would make a list or a mapping key a parse error first)
+    return [v for v in values if isinstance(v, str)] if path.endswith("<propertyNames>") else values
+
+
+def _lane_refuses(node, value):
+    """Whether the lane's own validator (module_utils/lane.py) refuses the value at this node; a propertyNames
+    node is a mapping key, so the value goes in as a key."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lane
+    if node.get("type") is None and "type" not in node and ("pattern" in node or "x-kind" in node):
+        return any(True for _ in lane._LaneValidator({"type": "object", "propertyNames": node}).iter_errors({value: 1}))
+    return any(True for _ in lane._LaneValidator(node).iter_errors(value))
+
+
+@pytest.mark.parametrize("path,node", LANE_LEAVES, ids=[p for p, _ in LANE_LEAVES])
+def test_every_hostile_value_of_a_lane_leaf_is_refused_by_the_lane_schema(path, node):
+    values = lane_corpus(path, node)
+    assert values
+    assert [v for v in values if not _lane_refuses(node, v)] == []
+
+
+def _parameter_kinds():
+    with open(os.path.join(ROOT, "playbooks", "vars", "parameter_kinds.yml")) as f:
+        return sorted(yaml.safe_load(f)["kinds"].items())
+
+
+PARAMETERS = _parameter_kinds()
+
+
+@pytest.mark.parametrize("key,spec", PARAMETERS, ids=[k for k, _ in PARAMETERS])
+def test_every_hostile_value_of_a_playbook_parameter_is_refused(key, spec):
+    values = corpus(spec)
+    assert values
+    assert [v for v in values if kinds.problem(spec, v, key, "localhost") is None] == []

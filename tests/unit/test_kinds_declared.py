@@ -15,8 +15,6 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils import kinds, lane
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml")))
-# Lane strings only printed or compared, never written into a node file or a command.
-LANE_FREE_TEXT = {"description", "source", "note", "marker"}
 
 
 def _options(role):
@@ -83,7 +81,7 @@ def test_every_lane_string_has_a_rule():
         types = types if isinstance(types, list) else [types]
         if "string" not in types and path and path[-1] != "<propertyNames>":
             continue
-        if not path or path[-1] in LANE_FREE_TEXT:
+        if not path:
             continue
         if not any(k in node for k in ("x-kind", "enum", "pattern", "const")):
             missing.append(".".join(path))
