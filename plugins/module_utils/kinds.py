@@ -11,7 +11,7 @@ lists; all of them are checked here, so a new option gets its rules by naming it
 A kind spec is a kind name, or a mapping ``{kind: <name>, <param>: <value>, ...}``. Common params:
 ``empty`` (accept '' as "unset"), ``null`` (accept null), ``min``/``max`` (numbers), ``under`` (a path
 prefix for abs_path), ``suffix`` (file_name), ``elements`` (list: the kind of each element),
-``choices`` (choice).
+``choices`` (choice), ``fields`` (mapping: a record, key -> kind spec, no other key).
 
 ``problem(spec, value, key, host)`` returns None or one message: host, key, the value (redacted for a
 secret), the rule and the fix. Nothing here imports Ansible, so the watchdog's nodes can load it too.
@@ -305,9 +305,22 @@ def _k_bool(v, p):
 
 
 def _k_mapping(v, p):
-    # The keys and values are checked where the mapping is used (named in its kinds.yml entry's note).
+    # With `fields` (a record: key -> kind) every key is checked by its kind and no other key is allowed;
+    # without, the keys and values are checked where the mapping is used (named in its kinds.yml entry's note).
     if not isinstance(v, dict):
         raise Refusal("must be a mapping, got %s" % _type_name(v), "write a YAML mapping (key: value)")
+    fields = p.get("fields")
+    if not fields:
+        return
+    extra = sorted(str(k) for k in v if k not in fields)
+    if extra:
+        raise Refusal("has the key(s) %s, only %s are known" % (", ".join(extra), ", ".join(sorted(fields))),
+                      "remove or rename them")
+    for key in sorted(fields):
+        try:
+            check(fields[key], v.get(key))
+        except Refusal as e:
+            raise Refusal("key %r %s" % (key, e.rule), e.fix)
 
 
 def _k_env_map(v, p):
@@ -416,6 +429,8 @@ def normalise(spec):
         raise ValueError("unknown kind %r (plugins/module_utils/kinds.py KINDS)" % name)
     if "elements" in params:
         normalise(params["elements"])
+    for field in (params.get("fields") or {}).values():
+        normalise(field)
     return name, params
 
 

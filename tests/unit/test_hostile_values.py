@@ -84,6 +84,12 @@ def corpus(spec):
     if name == "mtu_map":
         return [{"../../../etc": 9000}, {"enp1s0f1np1": "9000"}, {"enp1s0f1np1": 9000.0}, {"a\nb": 9000},
                 {"enp1s0f1np1": 100000}, "a string"]
+    if name == "mapping" and params.get("fields"):
+        # a record: each field's corpus in turn, the other fields legal; plus an unknown key
+        fields = params["fields"]
+        legal = dict((f, _legal(spec)) for f, spec in fields.items())
+        out = [dict(legal, **{f: v}) for f in sorted(fields) for v in corpus(fields[f])]
+        return out + [dict(legal, extra="x"), "a string"]
     if name in ("mapping", "env_map"):
         return ["a string", ["a", "list"], 3]
     return []
@@ -127,6 +133,9 @@ def test_messages_name_host_key_rule_fix_and_redact_secrets():
     ({"kind": "gib", "null": True}, None), ({"kind": "abs_path", "empty": True}, ""),
     ({"kind": "abs_path", "under": "/etc/sysctl.d", "strict": True}, "/etc/sysctl.d/99-zz-dgxspark-vllm.conf"),
     ("url", "http://[fe80::1]:8000/v1"), ("pip_requirement", "huggingface_hub>=0.30,<2"), ("file_mode", "0775"),
+    ({"kind": "list", "elements": {"kind": "mapping", "fields": {"host": "inventory_host", "address": "host",
+                                                                 "user": "unix_user"}}},
+     [{"host": "spark-2", "address": "198.18.11.11", "user": "spark"}]),
 ])
 def test_legal_values_pass(spec, good):
     assert kinds.problem(spec, good, "k") is None
@@ -259,6 +268,13 @@ LEGAL_BY_KIND = {
     "token": "glm53", "unit_name": "dgxspark-vllm-watchdog", "unix_group": "docker", "unix_user": "vllm",
     "url": "http://198.18.0.10:8000/v1",
 }
+
+
+def _legal(spec):
+    """A legal value of a kind spec (LEGAL_BY_KIND), for the fields of a record that are not under test."""
+    value = LEGAL_BY_KIND[kinds.normalise(spec)[0]]
+    assert not isinstance(value, tuple), spec
+    return value
 
 
 def test_every_kind_has_a_legal_value_that_passes():

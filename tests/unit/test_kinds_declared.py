@@ -52,6 +52,11 @@ def test_every_option_has_exactly_one_known_kind(role):
             assert name == "list" and "elements" in params, "%s: list of strings without an element kind" % key
         if options[key].get("choices") and name not in ("choice",):
             pytest.fail("%s has choices but kind %s" % (key, name))
+        if options[key].get("options"):
+            # a dict (or list of dicts) with suboptions: each suboption has its kind in `fields`, none more
+            record = kinds.normalise(params["elements"])[1] if name == "list" else params
+            assert sorted((record.get("fields") or {})) == sorted(options[key]["options"]), (
+                "%s: its suboptions need a kind each (kind mapping, fields: {suboption: kind})" % key)
 
 
 def test_choice_kinds_match_the_argument_spec_choices():
