@@ -487,3 +487,88 @@ def test_every_hostile_value_of_a_playbook_parameter_is_refused(key, spec):
     values = corpus(spec)
     assert values
     assert [v for v in values if kinds.problem(spec, v, key, "localhost") is None] == []
+
+
+# --- every file rendering in one list (the report, tools/kinds_report.py, reads the same) --------------------
+
+def _outcome(fn):
+    """'refused' when the file-kind filter raised, else what fn's check of the rendered file says: 'inert' or
+    'NOT INERT: <why>'."""
+    try:
+        why = fn()
+    except Exception as e:  # pylint: disable=broad-except
+        text = str(e)
+        marks = ("holds a newline", "whitespace", "backslash", "a netplan file", "a sysctl.d line")
+        return "refused" if any(w in text for w in marks) else "ERROR: %s" % text
+    return "inert" if not why else "NOT INERT: %s" % why
+
+
+def _watchdog_check(args):
+    sudoers, key_options, unit, keys = _render_watchdog(*args)
+    why = escape.sudoers_exact_problems(sudoers, [[args[0], [args[1]]]]) + escape.unit_lines_problems(unit, keys)
+    inner = key_options[len('command="'):-len('",restrict')]
+    if not (key_options.startswith('command="') and key_options.endswith('",restrict')
+            and inner.replace('\\"', '"') == args[1] + " --ssh" and '"' not in inner.replace('\\"', "")):
+        why.append("the forced command is not exactly the agent: %r" % key_options)
+    return why
+
+
+def _node_prep_check(user, tee):
+    with open(os.path.join(ROOT, "roles", "node_prep", "templates", "sudoers-memory.j2")) as f:
+        tmpl = _env().from_string(f.read())
+    text = tmpl.render(node_prep_deploy_user=user, node_prep_tee_path=tee, ansible_managed="m")
+    return escape.sudoers_exact_problems(text, [
+        ["Cmnd_Alias DGXSPARK_VLLM_MEMORY", [tee + " /proc/sys/vm/drop_caches", tee + " /proc/sys/vm/compact_memory"]],
+        [user, ["DGXSPARK_VLLM_MEMORY"]]])
+
+
+def _netplan_check(doc):
+    text = _filter("netplan_yaml")(doc)
+    back = yaml.safe_load(text)
+    return [] if back == doc and len(back["network"]["ethernets"]) == 1 else ["reads back as %r" % back]
+
+
+def _sysctl_check(value):
+    written = _filter("sysctl_value")(value)
+    line = "vm.swappiness=%s" % written
+    settings = [ln for ln in line.splitlines() if ln.strip() and ln.strip()[0] not in "#;"]
+    return [] if settings == [line] and line.split("=", 1)[1].strip() == str(value) else ["%r" % settings]
+
+
+def file_outcomes():
+    """[(file, slot, value, outcome)] for every corpus string rendered into every slot of every file kind."""
+    out = []
+    names = ("vllm_watchdog_ssh_user", "vllm_watchdog_agent", "vllm_watchdog_program", "vllm_watchdog_config_file")
+    for slot, name in enumerate(names):
+        for value in RENDER_VALUES:
+            args = list(DEFAULTS)
+            args[slot] = value
+            out.append(("vllm_watchdog sudoers, authorized_keys, unit", name, value,
+                        _outcome(lambda a=args: _watchdog_check(a))))
+    for value in [v for v in ANY_STRING + NAMING if isinstance(v, str)]:
+        out.append(("node_prep sudoers-memory", "node_prep_deploy_user", value,
+                    _outcome(lambda v=value: _node_prep_check(v, "/usr/bin/tee"))))
+        out.append(("node_prep sudoers-memory", "node_prep_tee_path", value,
+                    _outcome(lambda v=value: _node_prep_check("spark", v))))
+    for slot in ("netdev", "address", "mtu"):
+        for value in FILE_KIND_HOSTILE:
+            out.append(("rdma_fabric netplan", slot, value,
+                        _outcome(lambda d=_netplan_doc(**{slot: value}): _netplan_check(d))))
+    for value in FILE_KIND_HOSTILE:
+        out.append(("node_prep sysctl.d", "node_prep_swappiness", value, _outcome(lambda v=value: _sysctl_check(v))))
+    return out
+
+
+def test_no_file_rendering_of_a_hostile_value_is_live():
+    outcomes = file_outcomes()
+    assert [o for o in outcomes if o[3] not in ("refused", "inert")] == []
+    by_file = {}
+    for f, _slot, _value, outcome in outcomes:
+        by_file.setdefault(f, set()).add(outcome)
+    # each file kind both refuses some values and writes others inert (a filter that refuses everything, or
+    # nothing, is not what these files get)
+    assert sorted(by_file) == ["node_prep sudoers-memory", "node_prep sysctl.d", "rdma_fabric netplan",
+                               "vllm_watchdog sudoers, authorized_keys, unit"]
+    assert by_file["vllm_watchdog sudoers, authorized_keys, unit"] == {"refused", "inert"}
+    assert by_file["node_prep sudoers-memory"] == {"refused", "inert"}
+    assert "refused" in by_file["rdma_fabric netplan"] and "refused" in by_file["node_prep sysctl.d"]
