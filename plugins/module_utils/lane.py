@@ -118,7 +118,7 @@ MODEL_SCHEMA = _obj({
     "quantization": _s("one of nvfp4, fp8, mxfp8, none, bf16, bfloat16, float32, modelopt, compressed-tensors",
                        enum=["nvfp4", "fp8", "mxfp8", "none", "bf16", "bfloat16", "float32", "modelopt",
                              "compressed-tensors"]),
-    "guard_mode": _t(["string", "null"], pattern=TOKEN),
+    "guard_mode": _t(["string", "null"], **{"x-kind": "token"}),
     "heads_padding": _ANY_MAP_OR_NULL,
     "size_gib": _t("number", minimum=0),
 }, required=("repo_id", "host_path", "container_path"))
@@ -150,7 +150,7 @@ FIX_FILE_SCHEMA = _obj({
 BUILD_STAGE_SCHEMA = _obj({
     "name": _s("a stage name: letters, digits and . _ -", pattern=NAME),
     "dockerfile": _s("controller path, absolute or relative to the collection root", pattern=r"^[^:\s]+$"),
-    "tag": _s("an image reference, e.g. glm53:sm121-v12", pattern=IMAGE_REF),
+    "tag": _s("an image reference, e.g. glm53:sm121-v12", **{"x-kind": "image_ref"}),
     "context": _s("build context directory; default: the Dockerfile's directory", pattern=r"^[^:\s]+$"),
     "build_args": _map({"type": ["string", "integer", "number"], "x-kind": "env_value"}),
 }, required=("name", "dockerfile", "tag"))
@@ -167,7 +167,7 @@ SPECULATIVE_SCHEMA = _obj({
                  "decoding", enum=["mtp", "dflash"]),
     "num_speculative_tokens": _t("integer", _SPEC_HINT, minimum=1),
     "model": _t(["string", "null"], "the drafter's container_path for dflash, null for mtp (docs/lanes.md)",
-                pattern=ABS_PATH),
+                **{"x-kind": "abs_path"}),
 }, required=("method",), types=["object", "null"], allOf=[
     # Per method (docs/lanes.md): mtp drafts with the checkpoint's own head, k in 1..7.
     {"if": {"properties": {"method": {"const": "mtp"}}, "required": ["method"]},
@@ -194,9 +194,9 @@ LANE_SCHEMA = _obj({
         "expected_digest": _t(["string", "null"], **{"x-kind": "text"}),  # its form: check_digest_pins
         "expected_fingerprint": _t(["string", "null"], **{"x-kind": "text"}),
         "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
-        "fingerprint_packages": _list(_s(pattern=TOKEN)),
+        "fingerprint_packages": _list(_s(**{"x-kind": "token"})),
         # versions a dependency install must not move (catalogue nccl_version_skew)
-        "expected_packages": {"type": ["object", "null"], "propertyNames": {"pattern": TOKEN},
+        "expected_packages": {"type": ["object", "null"], "propertyNames": {"x-kind": "token"},
                               "additionalProperties": _s("a version as the distribution reports it, e.g. \"2.30.7\"",
                                                          pattern=r"^\S+$")},
         "vllm_pkg_dir": _path("vllm_pkg_dir"),
@@ -264,16 +264,16 @@ LANE_SCHEMA = _obj({
         "enforce_eager": _BOOL,
         "trust_remote_code": _BOOL,
         "speculative_config": SPECULATIVE_SCHEMA,
-        "tool_call_parser": _t(["string", "null"], pattern=TOKEN),
+        "tool_call_parser": _t(["string", "null"], **{"x-kind": "token"}),
         "enable_auto_tool_choice": _BOOL,
-        "reasoning_parser": _t(["string", "null"], pattern=TOKEN),
+        "reasoning_parser": _t(["string", "null"], **{"x-kind": "token"}),
         "default_chat_template_kwargs": _ANY_MAP_OR_NULL,
         "chat_template": _path("chat_template (a path inside the container)", nullable=True),
         "extra_args": _list({"type": "string", "x-kind": "text"}),
         # Added for the seed lanes' launch lines (docs/lanes.md):
         "api_args_on_workers": _BOOL,
         "pipeline_parallel_size": _t(["integer", "null"], minimum=1),
-        "moe_backend": _t(["string", "null"], pattern=TOKEN),
+        "moe_backend": _t(["string", "null"], **{"x-kind": "token"}),
         "compilation_config": _ANY_MAP_OR_NULL,
         "limit_mm_per_prompt": _ANY_MAP_OR_NULL,
         "mm_encoder_tp_mode": _t(["string", "null"], enum=["data", "weights", None]),
