@@ -45,8 +45,10 @@ def _plain(value):
         return dict((_plain(k), _plain(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
+    # bool before int (bool is an int); tagged int, float and str subclasses become the builtins
+    for t in (bool, int, float, str):
+        if isinstance(value, t):
+            return t(value)
     return value
 
 
