@@ -97,7 +97,7 @@ def report():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--json", help="also write the report here (e.g. reports/kinds-report.json)")
     args = parser.parse_args(argv)
     rep = report()

@@ -80,7 +80,7 @@ def main():
                          reason="systemd-analyze is not installed on this node; the unit was not verified")
     try:
         problems, output = systemd_verify(module.params["content"], module.params["name"],
-                                          lambda argv: module.run_command(argv), analyze)
+                                          module.run_command, analyze)
     except EscapeError as e:
         module.fail_json(msg=str(e))
     if problems:

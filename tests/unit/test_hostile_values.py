@@ -462,12 +462,14 @@ def _lane_refuses(node, value):
     """Whether the lane's own validator (module_utils/lane.py) refuses the value at this node; a propertyNames
     node is a mapping key, so the value goes in as a key."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import lane
-    if node.get("type") is None and "type" not in node and ("pattern" in node or "x-kind" in node):
-        return any(True for _ in lane._LaneValidator({"type": "object", "propertyNames": node}).iter_errors({value: 1}))
-    return any(True for _ in lane._LaneValidator(node).iter_errors(value))
+    if "type" not in node and ("pattern" in node or "x-kind" in node):
+        errors = lane._LaneValidator({"type": "object", "propertyNames": node}).iter_errors({value: 1})
+    else:
+        errors = lane._LaneValidator(node).iter_errors(value)
+    return next(errors, None) is not None
 
 
-@pytest.mark.parametrize("path,node", LANE_LEAVES, ids=[p for p, _ in LANE_LEAVES])
+@pytest.mark.parametrize("path,node", LANE_LEAVES, ids=[leaf[0] for leaf in LANE_LEAVES])
 def test_every_hostile_value_of_a_lane_leaf_is_refused_by_the_lane_schema(path, node):
     values = lane_corpus(path, node)
     assert values
@@ -482,7 +484,7 @@ def _parameter_kinds():
 PARAMETERS = _parameter_kinds()
 
 
-@pytest.mark.parametrize("key,spec", PARAMETERS, ids=[k for k, _ in PARAMETERS])
+@pytest.mark.parametrize("key,spec", PARAMETERS, ids=[param[0] for param in PARAMETERS])
 def test_every_hostile_value_of_a_playbook_parameter_is_refused(key, spec):
     values = corpus(spec)
     assert values
