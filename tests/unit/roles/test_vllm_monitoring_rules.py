@@ -189,3 +189,21 @@ def test_arguments_files():
                                      '--collector.textfile.directory=/var/lib/dgxspark-vllm-watchdog"')
     moved = render("prometheus-node-exporter.default.j2", vllm_watchdog_textfile_dir="/var/lib/node-textfile")
     assert moved.splitlines()[-1].endswith('--collector.textfile.directory=/var/lib/node-textfile"')
+
+
+def test_every_dashboard_panel_draws_recording_rules():
+    """The Grafana dashboard (roles/vllm_monitoring/files/grafana-dashboard.json) queries only the role's recording
+    rules, and every recording rule is drawn by some panel."""
+    import json
+    with open(os.path.join(ROLE, "files", "grafana-dashboard.json")) as f:
+        dash = json.load(f)
+    with open(os.path.join(ROLE, "files", "dgxspark-vllm-recording.yml")) as f:
+        recorded = {r["record"] for g in yaml.safe_load(f)["groups"] for r in g["rules"]}
+    drawn = set()
+    for panel in dash["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert target["expr"] in recorded, (panel["title"], target["expr"])
+            drawn.add(target["expr"])
+    assert recorded - drawn == set()
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
