@@ -223,12 +223,30 @@ def availability(incs, now, span_s=86400.0):
             "availability_pct": round(100.0 * (1.0 - down / float(span_s)), 3)}
 
 
+def _utc(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))
+
+
+def readable_incident(inc, now):
+    """One incident for people: times in UTC, each action on one line, an open one's seconds so far."""
+    open_ = inc.get("end") is None
+    return {"start": _utc(inc["start"]), "first_cause": inc.get("cause") or "", "hosts": inc.get("hosts") or [],
+            "actions": ["%s %s %s" % (_utc(a["time"]), a.get("action"), a.get("detail") if a.get("detail") is not None
+                                      else "") for a in inc.get("actions") or []],
+            "end": "open" if open_ else _utc(inc["end"]),
+            "seconds_without_service": round(now - float(inc["start"]), 1) if open_ else inc["seconds_without_service"]}
+
+
 def incident_report(text, now, last=5, span_s=86400.0):
     """What playbooks/watchdog.yml status and doctor print from the head's incidents.jsonl: the last `last`
-    incidents (the open one included) and the availability over span_s."""
+    incidents (the open one included; readable_incident), whether the last is open, and the availability over
+    span_s with one line saying it."""
     incs = incidents(parse_incident_log(text))
-    return {"incidents": incs[-int(last):] if int(last) > 0 else [], "open": bool(incs and incs[-1]["end"] is None),
-            "availability": availability(incs, now, span_s)}
+    av = availability(incs, now, span_s)
+    av["line"] = "%.3f %% over the last %.0f h (%.0f s without service in %d incident%s; from the incident log)" % (
+        av["availability_pct"], av["span_s"] / 3600.0, av["down_s"], av["incidents"], "" if av["incidents"] == 1 else "s")
+    return {"incidents": [readable_incident(i, now) for i in (incs[-int(last):] if int(last) > 0 else [])],
+            "open": bool(incs and incs[-1]["end"] is None), "availability": av}
 
 
 # --------------------------------------------------------------------------------------------

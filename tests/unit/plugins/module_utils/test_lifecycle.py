@@ -396,15 +396,26 @@ def test_availability_over_the_last_day(tmp_path):
     rep = L.incident_report(_log(tmp_path), NOW, last=2)
     # across the day's start 5400 s count, 400 s inside, the open one 1000 s until now; the old one none
     assert rep["availability"] == {"span_s": DAY, "down_s": 6800.0, "incidents": 3,
-                                   "availability_pct": round(100 * (1 - 6800.0 / DAY), 3)}
+                                   "availability_pct": round(100 * (1 - 6800.0 / DAY), 3),
+                                   "line": "92.130 % over the last 24 h (6800 s without service in 3 incidents; "
+                                           "from the incident log)"}
     assert rep["open"] is True
-    assert [i["start"] for i in rep["incidents"]] == [950000.0, NOW - 1000]
+    # 950000 is 1970-01-11T23:53:20Z; the open one started at 999000 (1970-01-12T13:30:00Z)
+    assert rep["incidents"] == [
+        {"start": "1970-01-11T23:53:20Z", "first_cause": "wedged: frozen", "hosts": ["h", "w"],
+         "actions": ["1970-01-11T23:53:30Z restart_group 20261204T000000Z", "1970-01-11T23:59:55Z result serving"],
+         "end": "1970-01-12T00:00:00Z", "seconds_without_service": 400.0},
+        {"start": "1970-01-12T13:30:00Z", "first_cause": "head_down: the head's /health does not answer 200 on h",
+         "hosts": ["h"], "actions": ["1970-01-12T13:30:10Z restart_group 20261204T000000Z"], "end": "open",
+         "seconds_without_service": 1000.0}]
 
 
 def test_no_incident_is_full_availability_and_a_log_read_from_its_tail(tmp_path):
     rep = L.incident_report("", NOW)
     assert rep == {"incidents": [], "open": False,
-                   "availability": {"span_s": DAY, "down_s": 0.0, "incidents": 0, "availability_pct": 100.0}}
+                   "availability": {"span_s": DAY, "down_s": 0.0, "incidents": 0, "availability_pct": 100.0,
+                                    "line": "100.000 % over the last 24 h (0 s without service in 0 incidents; "
+                                            "from the incident log)"}}
     # a tail that begins after an incident's start line: its start comes from the end line
     tail = "\n".join(_log(tmp_path).splitlines()[-5:])
     incs = L.incidents(L.parse_incident_log(tail))
