@@ -184,13 +184,14 @@ def test_the_canary_is_the_shared_request_of_several_tokens(monkeypatch, tmp_pat
 def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     """playbooks/watchdog.yml action=reset writes <state_dir>/reset; the next cycle takes it."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
-    (tmp_path / "state.json").write_text(json.dumps({"strikes": 1, "restart_times": [1.0, 2.0], "mode": "watching"}))
+    (tmp_path / "state.json").write_text(json.dumps({"strikes": 1, "restart_times": [1.0, 2.0], "mode": "watching",
+                                                     "last_restart_end": 3.0}))
     wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health, lifecycle)
     assert wd.take_reset() is False and wd.state["strikes"] == 1
     (tmp_path / "gave-up.json").write_text("{}")
     (tmp_path / "reset").write_text("reset by test\n")
     assert wd.take_reset() is True
-    assert (wd.state["strikes"], wd.state["restart_times"]) == (0, [])
+    assert (wd.state["strikes"], wd.state["restart_times"], wd.state["last_restart_end"]) == (0, [], None)
     assert not (tmp_path / "reset").exists() and not (tmp_path / "gave-up.json").exists()
     assert json.loads((tmp_path / "state.json").read_text())["strikes"] == 0
     assert "dgxspark_vllm_watchdog_strikes 0" in (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
