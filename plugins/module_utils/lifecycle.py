@@ -118,23 +118,163 @@ def canary_wedged(streak, needed, gpu_states):
 # Incidents: the first cause wins; one JSON line per event on the head
 # --------------------------------------------------------------------------------------------
 
-def open_incident(incident, now, cause):
-    """The incident in progress, opened at the first failure observed; a later cause never replaces it."""
+def open_incident(incident, now, cause, hosts=None):
+    """The incident in progress, opened at the first failure observed; a later cause never replaces it.
+    hosts: the hosts the cause names (verdict.classify's `hosts`), kept so the diagnoses of a restart can be
+    ordered root cause first (cause_first). Returns (incident, opened_now)."""
     if incident:
         return incident, False
-    return {"start": now, "cause": cause, "actions": []}, True
+    return {"start": now, "cause": cause, "hosts": list(hosts or []), "actions": []}, True
+
+
+def start_event(incident):
+    """The log line that opens an incident."""
+    return {"event": "start", "time": incident["start"], "cause": incident["cause"], "hosts": incident.get("hosts") or []}
+
+
+def action_event(incident, now, action, detail, **extra):
+    """The log line of one action in an incident (a restart begun, its result with the saved log paths)."""
+    incident.setdefault("actions", []).append(action)
+    return dict(extra, event="action", time=now, action=action, detail=detail, cause=incident["cause"])
 
 
 def close_incident(incident, now):
     """The end event of an incident: seconds without service from its first failure."""
     return {"event": "end", "time": now, "start": incident["start"], "cause": incident["cause"],
-            "actions": len(incident.get("actions") or []),
+            "hosts": incident.get("hosts") or [], "actions": len(incident.get("actions") or []),
             "seconds_without_service": round(now - float(incident["start"]), 1)}
 
 
 def append_incident(path, event):
     with open(path, "a") as f:
         f.write(json.dumps(event, sort_keys=True) + "\n")
+
+
+def cause_first(diagnoses, hosts):
+    """The diagnoses of a restart (named(): 'host: what: line') with those of the first cause's hosts first, the
+    others in their order (the head is stopped first, so its 'rank 0 had stopped' would otherwise lead when a worker
+    that became unreachable took it down)."""
+    prefixes = tuple("%s: " % h for h in hosts or [])
+    if not prefixes:
+        return list(diagnoses)
+    return [d for d in diagnoses if d.startswith(prefixes)] + [d for d in diagnoses if not d.startswith(prefixes)]
+
+
+def parse_incident_log(text):
+    """The events of incidents.jsonl (one JSON object a line); a line cut short (a crash mid-write, or a log read
+    from its tail) is skipped."""
+    out = []
+    for line in (text or "").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and ev.get("event") in ("start", "action", "end"):
+            out.append(ev)
+    return out
+
+
+def incidents(events):
+    """Incidents from the log's events, oldest first: [{start, cause, hosts, actions: [{time, action, detail}],
+    end (None while open), seconds_without_service (None while open)}]. A log read from its tail may begin inside
+    an incident: its start is then taken from the end line (or, while open, its first action line)."""
+    out, cur = [], None
+
+    def new(ev, start):
+        return {"start": float(start), "cause": ev.get("cause") or "", "hosts": list(ev.get("hosts") or []),
+                "actions": [], "end": None, "seconds_without_service": None}
+    for ev in events:
+        kind, t = ev.get("event"), float(ev.get("time") or 0)
+        if kind == "start":
+            if cur is not None:  # its end was never written (the state was lost): it ended when this one began
+                cur.update(end=t, seconds_without_service=round(t - cur["start"], 1))
+            cur = new(ev, t)
+            out.append(cur)
+        elif kind == "action":
+            if cur is None:
+                cur = new(ev, t)
+                out.append(cur)
+            cur["actions"].append({"time": t, "action": ev.get("action"), "detail": ev.get("detail")})
+        elif kind == "end":
+            if cur is None:
+                cur = new(ev, t)
+                out.append(cur)
+            if ev.get("start") is not None:  # the end line carries the first failure's time: it wins
+                cur["start"] = float(ev["start"])
+            cur.update(end=t, seconds_without_service=round(t - cur["start"], 1))
+            cur = None
+    return out
+
+
+def availability(incs, now, span_s=86400.0):
+    """The share of the last span_s seconds outside every incident (an open one lasts until now): {span_s,
+    down_s, availability_pct, incidents (how many overlap the span)}. Only what the log records counts: time
+    the watchdog did not watch (not installed, stopped, paused before an incident) counts as serving."""
+    since = now - float(span_s)
+    down, seen = 0.0, 0
+    for inc in incs:
+        end = now if inc.get("end") is None else min(float(inc["end"]), now)
+        part = end - max(float(inc["start"]), since)
+        if part > 0:
+            down += part
+            seen += 1
+    down = min(down, float(span_s))
+    return {"span_s": float(span_s), "down_s": round(down, 1), "incidents": seen,
+            "availability_pct": round(100.0 * (1.0 - down / float(span_s)), 3)}
+
+
+def _utc(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))
+
+
+def readable_incident(inc, now):
+    """One incident for people: times in UTC, each action on one line, an open one's seconds so far."""
+    open_ = inc.get("end") is None
+    return {"start": _utc(inc["start"]), "first_cause": inc.get("cause") or "", "hosts": inc.get("hosts") or [],
+            "actions": ["%s %s %s" % (_utc(a["time"]), a.get("action"), a.get("detail") if a.get("detail") is not None
+                                      else "") for a in inc.get("actions") or []],
+            "end": "open" if open_ else _utc(inc["end"]),
+            "seconds_without_service": round(now - float(inc["start"]), 1) if open_ else inc["seconds_without_service"]}
+
+
+def incident_report(text, now, last=5, span_s=86400.0):
+    """What playbooks/watchdog.yml status and doctor print from the head's incidents.jsonl: the last `last`
+    incidents (the open one included; readable_incident), whether the last is open, and the availability over
+    span_s with one line saying it."""
+    incs = incidents(parse_incident_log(text))
+    av = availability(incs, now, span_s)
+    av["line"] = "%.3f %% over the last %.0f h (%.0f s without service in %d incident%s; from the incident log)" % (
+        av["availability_pct"], av["span_s"] / 3600.0, av["down_s"], av["incidents"], "" if av["incidents"] == 1 else "s")
+    return {"incidents": [readable_incident(i, now) for i in (incs[-int(last):] if int(last) > 0 else [])],
+            "open": bool(incs and incs[-1]["end"] is None), "availability": av}
+
+
+# --------------------------------------------------------------------------------------------
+# Cooldown and minimum uptime: when a restart may begin (beside the strikes and the restart window)
+# --------------------------------------------------------------------------------------------
+
+def restart_hold(now, last_end, serving_since, cooldown_s, min_uptime_s, fact):
+    """None when a restart may begin now, else {until, wait_s, reason}.
+
+    last_end: when the previous restart ended (served or failed; None: none yet); serving_since: when the group
+    last began serving (a load that served; None: unknown, as after the watchdog's own install); fact: the cause is
+    a rank container that is not running or a load past its deadline (lifecycle.phase), not a probe.
+    The cooldown holds every restart until cooldown_s after the previous one ended. The minimum uptime holds a
+    probe's restart (/health, canary, /metrics) until the group has served min_uptime_s; a fact is not held by it
+    (a dead rank is no warm-up effect), only by the cooldown. 0 turns either off; the boundary itself is allowed."""
+    holds = []
+    if cooldown_s and float(cooldown_s) > 0 and last_end is not None and now < float(last_end) + float(cooldown_s):
+        holds.append((float(last_end) + float(cooldown_s), "cooldown: the last restart ended %.0f s ago, %.0f s "
+                      "between restarts (vllm_watchdog_restart_cooldown_s)" % (now - float(last_end), float(cooldown_s))))
+    if not fact and min_uptime_s and float(min_uptime_s) > 0 and serving_since is not None and \
+            now < float(serving_since) + float(min_uptime_s):
+        holds.append((float(serving_since) + float(min_uptime_s), "minimum uptime: the group serves since %.0f s, a "
+                      "probe may restart it after %.0f s (vllm_watchdog_min_uptime_s)"
+                      % (now - float(serving_since), float(min_uptime_s))))
+    if not holds:
+        return None
+    until = max(h[0] for h in holds)
+    return {"until": until, "wait_s": round(until - now, 1), "reason": "; ".join(h[1] for h in holds)}
 
 
 # --------------------------------------------------------------------------------------------

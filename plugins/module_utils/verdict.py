@@ -276,10 +276,13 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
     dead = [r for r in by_rank[1:] if r.get("running") is not True]
     if not head or head[0].get("running") is not True:
         # A killed worker takes the head's engine down within seconds: when both have stopped, the rank that
-        # stopped first is the cause (both FinishedAt known); otherwise the head is named.
+        # stopped first is the cause (both FinishedAt known). A worker whose node does not answer beside a head
+        # rank that stopped is named first too: the head's rank cannot power a node off, losing a peer ends the
+        # head's engine (issue 28: a powered-off worker was blamed on the head). Otherwise the head is named.
         head_end = head[0].get("finished_s") if head else None
-        dead = [r for r in dead if head_end is not None and r.get("finished_s") is not None
-                and r["finished_s"] < head_end]
+        head_stopped = bool(head) and head[0].get("running") is False
+        dead = [r for r in dead if (head_stopped and r.get("running") is None) or (
+            head_end is not None and r.get("finished_s") is not None and r["finished_s"] < head_end)]
         if not dead:
             h = head[0]["host"] if head else "?"
             what = "does not answer" if head and head[0].get("running") is None else "is not running"
@@ -287,7 +290,8 @@ def classify(ranks, head_health, first, second, window_s, gpus=None,
     if dead:
         causes = ["rank %s on %s %s" % (r["rank"], r["host"], "does not answer (node unreachable)"
                                         if r.get("running") is None else "is not running") for r in dead]
-        after = "; the head's rank stopped after it" if head and head[0].get("running") is not True else ""
+        after = ("; the head's rank stopped after it" if all(r.get("running") is False for r in dead) else
+                 "; the head's rank has stopped too") if head and head[0].get("running") is not True else ""
         return done("rank_dead", "; ".join(causes) + after +
                     " (a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)", [r["host"] for r in dead])
     if head_health is not True:

@@ -85,7 +85,8 @@ options:
     elements: dict
     default: []
   watchdog_dirs:
-    description: Watchdog state directories; the files found there (up to 64 KiB each) are returned.
+    description: Watchdog state directories; the files found there (up to 64 KiB each; of a C(.jsonl) log, its last
+      64 KiB) are returned.
     type: list
     elements: path
     default: [/var/lib/dgxspark-vllm-watchdog, /var/lib/dgxspark-vllm/watchdog]
@@ -217,9 +218,12 @@ class Collector(object):
         self._record(name, argv, rc, out, err + ("\n" + error if error else ""))
         return obj, error
 
-    def read(self, path, limit=1 << 20):
+    def read(self, path, limit=1 << 20, tail=False):
+        """The first `limit` bytes of a file, or its last ones (tail: a log that only grows)."""
         try:
             with open(path, "rb") as f:
+                if tail:
+                    f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
                 return self.clean(f.read(limit).decode("utf-8", "replace"))
         except (IOError, OSError):
             return None
@@ -500,7 +504,8 @@ def collect(module):
             for root, _dirs, names in os.walk(wd):
                 for n in sorted(names):
                     full = os.path.join(root, n)
-                    text = c.read(full, 64 << 10)
+                    # the incident log only grows: its end holds the recent incidents doctor_report shows
+                    text = c.read(full, 64 << 10, tail=n.endswith(".jsonl"))
                     if text is not None:
                         c.files["watchdog/" + os.path.relpath(full, os.path.dirname(wd))] = text
 

@@ -23,6 +23,9 @@ description:
   - Writes one timestamped tarball with every node's collected files and the summary, and the summary
     C(doctor.md) beside it, under O(dest)/doctor-<stamp>/. It refuses to write a file that contains one of
     the O(redact) strings (the collector already removed them; this is the second check).
+  - Beside each host's verdict, the recent incidents of the watchdog's log on the head (C(incidents.jsonl), the
+    end M(dgxspark.vllm.doctor_collect) read) whose first cause names that host, and on the head the
+    availability over the last day from that log (module_utils/lifecycle.py C(incident_report)).
   - It changes nothing on the nodes. The report files on the controller are its only output, so it
     reports C(changed=false) and writes them in check mode too.
 author:
@@ -77,10 +80,13 @@ lines:
   type: list
   elements: str
 verdicts:
-  description: Per host, C({status, matches, past, last_lines}); status is healthy, failed, unknown, absent or
+  description: Per host, C({status, matches, past, last_lines, incidents}); status is healthy, failed, unknown, absent or
     unreachable; C(past) holds the matches of the saved logs of earlier containers (incidents before the rank
     container, which never set its status);
-    each match has id, class, cause, fix, source, evidence, score.
+    each match has id, class, cause, fix, source, evidence, score. C(incidents) lists the watchdog's recent
+    incidents whose first cause names the host (start, first_cause, hosts, actions, end, seconds_without_service;
+    times in UTC); the head's verdict also has C(availability), the last day's from the incident log, when the
+    head has one.
   returned: always
   type: dict
 tarball:
@@ -102,6 +108,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils import diagnose as D
+from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import INCIDENT_LOG_NAME, incident_report
 
 
 def verdicts_for(results, head):
@@ -125,7 +132,31 @@ def verdicts_for(results, head):
         v = D.host_verdict(host, ev)
         v["facts"] = facts
         verdicts[host] = v
+    add_incidents(verdicts, results.get(head) or {}, head)
     return verdicts
+
+
+def add_incidents(verdicts, head_result, head, now=None, last=5):
+    """The watchdog's recent incidents beside each host's verdict: those whose first cause names it (one that
+    names no host stays with the head); the head also gets the availability. Nothing when the head has no log."""
+    logs = [text for name, text in sorted((head_result.get("files") or {}).items())
+            if name.startswith("watchdog/") and name.endswith("/" + INCIDENT_LOG_NAME)]
+    if not logs:
+        return
+    rep = incident_report(logs[0], time.time() if now is None else now, last)
+    for host, v in verdicts.items():
+        v["incidents"] = [i for i in rep["incidents"] if host in i["hosts"] or (host == head and not i["hosts"])]
+    if head in verdicts:
+        verdicts[head]["availability"] = rep["availability"]
+
+
+def incident_lines(v):
+    """The verdict's incidents (add_incidents), one line each, and the head's availability."""
+    out = ["%s: watchdog incident %s to %s, %s s without service, first cause: %s" % (
+        v["host"], i["start"], i["end"], i["seconds_without_service"], i["first_cause"]) for i in v.get("incidents") or []]
+    if v.get("availability"):
+        out.append("%s: availability (watchdog incident log) %s" % (v["host"], v["availability"]["line"]))
+    return out
 
 
 def summary_md(verdicts, stamp, tar_name):
@@ -149,6 +180,9 @@ def summary_md(verdicts, stamp, tar_name):
                 out.append("```")
                 out.extend(v["last_lines"])
                 out.append("```")
+        if v.get("incidents") or v.get("availability"):
+            out.append("")
+            out.extend("- %s" % line for line in incident_lines(v))
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -170,6 +204,7 @@ def main():
     lines = []
     for host in sorted(verdicts):
         lines.extend(D.format_verdict(verdicts[host]))
+        lines.extend(incident_lines(verdicts[host]))
 
     outdir = os.path.join(p["dest"], "doctor-%s" % stamp)
     tar_name = "doctor-%s.tar.gz" % stamp

@@ -380,7 +380,8 @@ WATCHDOG_SERVICE = "dgxspark-vllm-watchdog"
 # 10 s window, two cycles to confirm.
 WATCHDOG_FAST = {"vllm_watchdog_enabled": True, "vllm_watchdog_interval_s": 3, "vllm_watchdog_window_s": 10,
                  "vllm_watchdog_confirm_cycles": 2, "vllm_watchdog_health_gate_timeout_s": 900,
-                 "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30}
+                 "vllm_watchdog_boot_wait_s": 600, "vllm_watchdog_canary_timeout_s": 30,
+                 "vllm_watchdog_restart_cooldown_s": 10, "vllm_watchdog_min_uptime_s": 0}
 
 
 def watchdog_state(fleet):

@@ -184,13 +184,14 @@ def test_the_canary_is_the_shared_request_of_several_tokens(monkeypatch, tmp_pat
 def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     """playbooks/watchdog.yml action=reset writes <state_dir>/reset; the next cycle takes it."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
-    (tmp_path / "state.json").write_text(json.dumps({"strikes": 1, "restart_times": [1.0, 2.0], "mode": "watching"}))
+    (tmp_path / "state.json").write_text(json.dumps({"strikes": 1, "restart_times": [1.0, 2.0], "mode": "watching",
+                                                     "last_restart_end": 3.0}))
     wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health, lifecycle)
     assert wd.take_reset() is False and wd.state["strikes"] == 1
     (tmp_path / "gave-up.json").write_text("{}")
     (tmp_path / "reset").write_text("reset by test\n")
     assert wd.take_reset() is True
-    assert (wd.state["strikes"], wd.state["restart_times"]) == (0, [])
+    assert (wd.state["strikes"], wd.state["restart_times"], wd.state["last_restart_end"]) == (0, [], None)
     assert not (tmp_path / "reset").exists() and not (tmp_path / "gave-up.json").exists()
     assert json.loads((tmp_path / "state.json").read_text())["strikes"] == 0
     assert "dgxspark_vllm_watchdog_strikes 0" in (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
@@ -294,3 +295,127 @@ def test_canaries_failing_at_health_200_and_low_power_are_wedged(monkeypatch, tm
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[0:2] for line in out[:3]] == [["verdict=unknown", "action=none"]] * 2 + [
         ["verdict=wedged", "action=confirm"]]
+
+
+def test_a_stopped_head_beside_an_unreachable_worker_restarts_at_once_naming_the_worker(monkeypatch, tmp_path):
+    """The first cycle after a worker powered off finds the head's rank already ended: a fact (act at once), and
+    the cause is the worker (verdict.classify), with its host kept in the incident (root cause first)."""
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, {"h": False, "w": None})
+    wd.cycle()
+    assert restarts == ["rank_dead: rank 1 on w does not answer (node unreachable); the head's rank has stopped too "
+                        "(a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)"]
+    start = json.loads((tmp_path / "incidents.jsonl").read_text().splitlines()[0])
+    assert (start["event"], start["hosts"]) == ("start", ["w"])
+
+
+def _restarting_wd(monkeypatch, tmp_path, worker_back_after=1, **cfg):
+    """The real Watchdog and the real lifecycle.restart over fake agents answering in the shapes rank_node gives
+    (agent verbs status, stop, ritual, start, container). The worker's node does not answer its first
+    `worker_back_after` status calls (powered off), then answers ready; both ranks are found stopped at the teardown."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H, lifecycle, verdict
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
+    ev = _doctor_capture("worker_killed", "spark-tp3-2")
+    up = {"h": False, "w": False}
+    calls = {"w_status": 0}
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path), rank_spec_file=str(tmp_path / "rank.json"),
+                          canary_timeout_s=1, **cfg), verdict, H, lifecycle)
+
+    def agent(node, verb, *args, **kw):
+        host = node["host"]
+        if verb == "status" and host == "w":
+            calls["w_status"] += 1
+            if calls["w_status"] <= worker_back_after:
+                return {"ok": False, "unreachable": True, "error": "status rc 255: ssh: connect to host w: No route to host"}
+        if verb in ("status", "container"):
+            return {"ok": True, "error": None, "container": {"running": up[host], "exit_code": 0 if up[host] else 137},
+                    "ready": {"ok": True, "checks": [{"check": "rank_spec", "ok": True, "msg": "present"}],
+                              "msg": "rank_spec: present"}}
+        if verb == "stop":
+            diag = ("The head died; a headless worker either exits 0 or waits on a dead TCPStore. catalogue: head_died"
+                    if host == "h" else explain(ev["logs"], ev["container"]))
+            return {"ok": True, "log_path": "/var/log/dgxspark-vllm/vllm_rank-%s.log" % args[0], "removed": True,
+                    "running": False, "exit_code": 0 if host == "h" else 137, "status": "exited", "diagnosis": diag,
+                    "last_errors": [], "deaths": None, "changed": True, "msg": "removed vllm_rank"}
+        if verb == "ritual":
+            return {"ok": True, "msg": "settled"}
+        if verb == "start":
+            up[host] = True
+            return {"ok": True, "outcome": "ready", "msg": "ready line seen"}
+        raise AssertionError(verb)
+
+    def http(path, body=None, timeout=10):
+        if path == "/metrics":
+            return None, "refused"
+        return (200, "{}") if up["h"] else (None, "connection refused")
+    monkeypatch.setattr(wd, "agent", agent)
+    monkeypatch.setattr(wd, "http", http)
+    return wd
+
+
+def test_the_result_line_names_the_first_cause_and_its_diagnosis_first(monkeypatch, tmp_path, capsys):
+    """Issue 28's powered-off worker: the head's rank ended after it. The restart stops the head first, so its
+    'rank 0 had stopped' came first and the result line blamed the head; now the worker leads."""
+    wd = _restarting_wd(monkeypatch, tmp_path)
+    wd.cycle()
+    out = capsys.readouterr().out
+    result = [x for x in out.splitlines() if x.startswith("result=")]
+    assert len(result) == 1, out
+    assert result[0].startswith("result=serving first_cause=rank_dead: rank 1 on w does not answer (node unreachable)")
+    diagnosis = result[0].split(" diagnosis=", 1)[1].split(" | ")
+    assert [d.split(":")[0] for d in diagnosis] == ["w", "h"]
+    assert diagnosis[0].startswith("w: rank 1 had stopped (exit code 137): The rank container ended with SIGKILL")
+    assert wd.state["last_diagnosis"] == diagnosis
+    events = [json.loads(x) for x in (tmp_path / "incidents.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["start", "action", "action", "end"]
+    assert {e["cause"] for e in events} == {result[0].split("first_cause=")[1].split(" restart_s=")[0]}
+    assert wd.state["serving_since"] == wd.state["last_restart_end"] and "incident" not in wd.state
+
+
+def test_a_fact_inside_the_cooldown_is_held_then_acted_on(monkeypatch, tmp_path, capsys):
+    """A rank that exited 20 s after the last restart ended, cooldown 60 s: logged as held, no restart; once the
+    cooldown is over (the end moved back past it), the same fact restarts the group without a confirm cycle."""
+    import time
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, {"h": True, "w": False}, restart_cooldown_s=60, min_uptime_s=300)
+    wd.state.update(last_restart_end=time.time() - 20, serving_since=time.time() - 20)
+    wd.cycle()
+    assert restarts == []
+    hold = wd.state["hold"]
+    assert 39 < hold["wait_s"] <= 40 and wd.hold_until == hold["until"]
+    assert "minimum uptime" not in hold["reason"]  # a fact: the cooldown only
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("action=hold")][0]
+    assert line.startswith("action=hold cause=rank_dead: rank 1 on w is not running")
+    assert "hold=cooldown: the last restart ended 20 s ago, 60 s between restarts" in line
+    wd.state["last_restart_end"] = time.time() - 60.5
+    wd.cycle()
+    assert len(restarts) == 1 and restarts[0].startswith("rank_dead: rank 1 on w is not running")
+    assert wd.hold_until is None and "hold" not in wd.state
+
+
+def test_a_probe_on_a_young_group_waits_for_the_minimum_uptime(monkeypatch, tmp_path, capsys):
+    """/health down on a group that began serving 100 s ago (minimum uptime 300 s, cooldown off): confirmed, then
+    held; with the uptime reached it restarts; with 0 it never holds."""
+    import time
+    wd, restarts, _spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, health=None, restart_cooldown_s=0,
+                              min_uptime_s=300)
+    wd.state["serving_since"] = time.time() - 100
+    wd.cycle()
+    wd.cycle()
+    assert restarts == [] and 199 < wd.state["hold"]["wait_s"] <= 200
+    assert "hold=minimum uptime: the group serves since 100 s" in capsys.readouterr().out
+    wd.state["serving_since"] = time.time() - 301
+    wd.cycle()
+    assert restarts == ["head_down: the head's /health does not answer 200 on h"]
+    (tmp_path / "off").mkdir()
+    wd2, restarts2, _spec = _wd(monkeypatch, tmp_path / "off", {"h": True, "w": True}, health=None,
+                                restart_cooldown_s=0, min_uptime_s=0)
+    wd2.state["serving_since"] = time.time() - 1
+    wd2.cycle()
+    wd2.cycle()
+    assert restarts2 == ["head_down: the head's /health does not answer 200 on h"]
+
+
+@pytest.mark.parametrize("key,value", [("restart_cooldown_s", -1), ("min_uptime_s", "5m")])
+def test_a_bad_cooldown_or_uptime_is_refused(tmp_path, key, value):
+    with pytest.raises(ValueError) as e:
+        WD.load_config(write(tmp_path, dict(GOOD, **{key: value})))
+    assert "%s must be a number of seconds, 0 or more, got %r" % (key, value) in str(e.value)

@@ -226,14 +226,14 @@ def test_canary_wedged():
 
 
 def test_incident_keeps_the_first_cause(tmp_path):
-    inc, new = L.open_incident(None, 10.0, "rank_dead: rank 1 on w does not answer (node unreachable)")
+    inc, new = L.open_incident(None, 10.0, "rank_dead: rank 1 on w does not answer (node unreachable)", ["w"])
     assert new
-    inc2, new2 = L.open_incident(inc, 40.0, "head_down: the head's rank container on h is not running")
+    inc2, new2 = L.open_incident(inc, 40.0, "head_down: the head's rank container on h is not running", ["h"])
     assert inc2 is inc and not new2
-    inc["actions"].append("restart_group")
+    assert L.action_event(inc, 50.0, "restart_group", "20261204T000000Z")["cause"].startswith("rank_dead: rank 1 on w")
     end = L.close_incident(inc, 190.0)
     assert end == {"event": "end", "time": 190.0, "start": 10.0, "actions": 1, "seconds_without_service": 180.0,
-                   "cause": "rank_dead: rank 1 on w does not answer (node unreachable)"}
+                   "cause": "rank_dead: rank 1 on w does not answer (node unreachable)", "hosts": ["w"]}
     log = tmp_path / "incidents.jsonl"
     L.append_incident(str(log), {"event": "start", "time": 10.0})
     L.append_incident(str(log), end)
@@ -306,3 +306,117 @@ def test_a_death_streak_stops_the_restart_after_every_stop_and_before_any_settle
     assert res["ok"] is False and res["failure"].startswith("streak on h failed: stopping: these ranks died")
     assert [c for c in nodes.calls if c[0] == "stop"] == [("stop", "h"), ("stop", "w1"), ("stop", "w2")]
     assert [c for c in nodes.calls if c[0] in ("settle", "start")] == []
+
+
+# ---------------------------------------------------------------------------------- cooldown and minimum uptime
+
+@pytest.mark.parametrize("now,fact,held", [
+    (1059.9, True, True),    # 59.9 s after the end: inside a 60 s cooldown, a fact too
+    (1060.0, True, False),   # the boundary itself is allowed
+    (1060.1, False, False),  # just over; the group served 60.1 s, the 30 s minimum uptime is over too
+])
+def test_cooldown_boundaries(now, fact, held):
+    hold = L.restart_hold(now, 1000.0, 1000.0, 60, 30, fact)
+    assert (hold is not None) == held
+    if held:
+        assert hold["until"] == 1060.0 and hold["wait_s"] == 0.1
+        assert hold["reason"].startswith("cooldown: the last restart ended 60 s ago, 60 s between restarts")
+
+
+@pytest.mark.parametrize("now,fact,want_until", [
+    (1299.9, False, 1300.0),  # a probe 299.9 s after the group began serving: held until 300 s
+    (1300.0, False, None),    # at 300 s: allowed
+    (1300.1, False, None),
+    (1100.0, True, None),     # a fact (a rank exited) is not held by the minimum uptime
+])
+def test_minimum_uptime_boundaries(now, fact, want_until):
+    hold = L.restart_hold(now, None, 1000.0, 60, 300, fact)
+    assert (hold and hold["until"]) == want_until
+    if want_until:
+        assert "minimum uptime: the group serves since 300 s, a probe may restart it after 300 s" in hold["reason"]
+
+
+def test_zero_turns_each_hold_off_and_unknown_times_hold_nothing():
+    assert L.restart_hold(1001.0, 1000.0, 1000.0, 0, 0, False) is None
+    assert L.restart_hold(1001.0, 1000.0, 1000.0, 0, 300, True) is None       # cooldown off, a fact
+    assert L.restart_hold(1001.0, 1000.0, None, 0, 300, False) is None        # never seen serving
+    assert L.restart_hold(1001.0, None, 1000.0, 60, 0, False) is None         # no restart yet
+    both = L.restart_hold(1010.0, 1000.0, 990.0, 60, 300, False)
+    assert both["until"] == 1290.0 and both["reason"].count("; ") == 1        # the later of the two, both named
+
+
+# ---------------------------------------------------------------------------------- root cause first, incident log
+
+def test_diagnoses_name_the_first_cause_first():
+    # the shapes restart() gives: the head is stopped first, so its line comes first
+    diagnoses = [L.named("h", {"diagnosis": "The head died; the worker's log names the cause. catalogue: head_died"},
+                         "rank 0 had stopped (exit code 0)"),
+                 L.named("w", {"diagnosis": "", "tail": ["NCCL WARN net: connection closed"]},
+                         "rank 1 had stopped (exit code 255)")]
+    assert L.cause_first(diagnoses, ["w"]) == [diagnoses[1], diagnoses[0]]
+    assert L.cause_first(diagnoses, []) == diagnoses
+    assert L.cause_first(diagnoses, ["w1"]) == diagnoses  # 'w1: ' is not 'w: '
+
+
+DAY = 86400.0
+NOW = 1000000.0
+
+
+def _log(tmp_path):
+    """incidents.jsonl as the program writes it (lifecycle's event builders): one incident before the day, one
+    across its start, one inside it, one still open; the file begins with a line cut short."""
+    path = str(tmp_path / "incidents.jsonl")
+    with open(path, "w") as f:
+        f.write('cause": "cut", "time": 1}\n')
+    for start, end, cause, hosts in [(800000.0, 800100.0, "head_down: old", ["h"]),
+                                     (NOW - DAY - 1000, NOW - DAY + 5400, "rank_dead: rank 1 on w does not answer", ["w"]),
+                                     (950000.0, 950400.0, "wedged: frozen", ["h", "w"]),
+                                     (NOW - 1000, None, "head_down: the head's /health does not answer 200 on h", ["h"])]:
+        inc, _new = L.open_incident(None, start, cause, hosts)
+        L.append_incident(path, L.start_event(inc))
+        L.append_incident(path, L.action_event(inc, start + 10, "restart_group", "20261204T000000Z"))
+        if end is not None:
+            L.append_incident(path, L.action_event(inc, end - 5, "result", "serving", evidence=["h:/var/log/x.log"]))
+            L.append_incident(path, L.close_incident(inc, end))
+    with open(path) as f:
+        return f.read()
+
+
+def test_incidents_from_the_log(tmp_path):
+    incs = L.incidents(L.parse_incident_log(_log(tmp_path)))
+    assert [(i["start"], i["end"], i["seconds_without_service"]) for i in incs] == [
+        (800000.0, 800100.0, 100.0), (NOW - DAY - 1000, NOW - DAY + 5400, 6400.0), (950000.0, 950400.0, 400.0),
+        (NOW - 1000, None, None)]
+    assert incs[1]["cause"] == "rank_dead: rank 1 on w does not answer" and incs[1]["hosts"] == ["w"]
+    assert [a["action"] for a in incs[2]["actions"]] == ["restart_group", "result"]
+    assert incs[3]["actions"] == [{"time": NOW - 990, "action": "restart_group", "detail": "20261204T000000Z"}]
+
+
+def test_availability_over_the_last_day(tmp_path):
+    rep = L.incident_report(_log(tmp_path), NOW, last=2)
+    # across the day's start 5400 s count, 400 s inside, the open one 1000 s until now; the old one none
+    assert rep["availability"] == {"span_s": DAY, "down_s": 6800.0, "incidents": 3,
+                                   "availability_pct": round(100 * (1 - 6800.0 / DAY), 3),
+                                   "line": "92.130 % over the last 24 h (6800 s without service in 3 incidents; "
+                                           "from the incident log)"}
+    assert rep["open"] is True
+    # 950000 is 1970-01-11T23:53:20Z; the open one started at 999000 (1970-01-12T13:30:00Z)
+    assert rep["incidents"] == [
+        {"start": "1970-01-11T23:53:20Z", "first_cause": "wedged: frozen", "hosts": ["h", "w"],
+         "actions": ["1970-01-11T23:53:30Z restart_group 20261204T000000Z", "1970-01-11T23:59:55Z result serving"],
+         "end": "1970-01-12T00:00:00Z", "seconds_without_service": 400.0},
+        {"start": "1970-01-12T13:30:00Z", "first_cause": "head_down: the head's /health does not answer 200 on h",
+         "hosts": ["h"], "actions": ["1970-01-12T13:30:10Z restart_group 20261204T000000Z"], "end": "open",
+         "seconds_without_service": 1000.0}]
+
+
+def test_no_incident_is_full_availability_and_a_log_read_from_its_tail(tmp_path):
+    rep = L.incident_report("", NOW)
+    assert rep == {"incidents": [], "open": False,
+                   "availability": {"span_s": DAY, "down_s": 0.0, "incidents": 0, "availability_pct": 100.0,
+                                    "line": "100.000 % over the last 24 h (0 s without service in 0 incidents; "
+                                            "from the incident log)"}}
+    # a tail that begins after an incident's start line: its start comes from the end line
+    tail = "\n".join(_log(tmp_path).splitlines()[-5:])
+    incs = L.incidents(L.parse_incident_log(tail))
+    assert [(i["start"], i["end"]) for i in incs] == [(950000.0, 950400.0), (NOW - 1000, None)]

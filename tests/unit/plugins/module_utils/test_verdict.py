@@ -176,6 +176,20 @@ def test_worker_that_stopped_before_the_head_is_the_cause():
     assert V.classify(both, False, None, None, 10)["hosts"] == ["spark-flt-0"]
 
 
+def test_an_unreachable_worker_beside_a_stopped_head_is_the_cause():
+    """Issue 28: a worker node powered off, the head's rank ended after it; the first cycle that sees both (no
+    FinishedAt for a node that does not answer) names the worker, not the head."""
+    head_end = V.docker_time_s(_worker_killed_finished_at())
+    ranks = [dict(GROUP[0], running=False, finished_s=head_end), dict(GROUP[1], running=None, finished_s=None)]
+    v = V.classify(ranks, False, None, None, 10)
+    assert (v["verdict"], v["hosts"], v["action"]) == ("rank_dead", ["spark-flt-1"], "restart_group")
+    assert v["cause"] == ("rank 1 on spark-flt-1 does not answer (node unreachable); the head's rank has stopped too "
+                          "(a tensor-parallel group cannot lose a rank, catalogue worker_orphaned)")
+    # a head whose own node does not answer is the head's fault, whatever the worker says
+    ranks[0]["running"] = None
+    assert V.classify(ranks, False, None, None, 10)["hosts"] == ["spark-flt-0"]
+
+
 def test_no_metrics_pair_yet_is_unknown_no_action():
     v = V.classify(GROUP, True, None, None, 10)
     assert (v["verdict"], v["action"]) == ("unknown", "none")

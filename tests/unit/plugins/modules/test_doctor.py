@@ -279,3 +279,61 @@ def test_a_failed_collection_is_not_called_unreachable_over_ssh(tmp_path):
     assert v["node-a"]["reason"] == "collection failed: docker: command not found"
     assert [m["id"] for m in v["node-b"]["matches"]] == ["node_unreachable"]
     assert v["node-b"]["matches"][0]["evidence"].endswith("198.18.10.12 port 2222: No route to host")
+
+
+def _incident_log(path, incidents):
+    """incidents.jsonl written as the watchdog writes it (lifecycle's event builders)."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import lifecycle as L
+    for start, end, cause, hosts in incidents:
+        inc, _new = L.open_incident(None, start, cause, hosts)
+        L.append_incident(path, L.start_event(inc))
+        L.append_incident(path, L.action_event(inc, start + 5, "restart_group", "20261201T130000Z"))
+        if end is not None:
+            L.append_incident(path, L.close_incident(inc, end))
+
+
+def test_collect_reads_the_end_of_the_incident_log(tmp_path):
+    """The log only grows: of a 64 KiB+ incidents.jsonl the collector keeps the end (the recent incidents)."""
+    wd = tmp_path / "dgxspark-vllm-watchdog"
+    wd.mkdir()
+    _incident_log(str(wd / "incidents.jsonl"), [(1000.0 + 10 * i, 1005.0 + 10 * i, "head_down: old %d" % i, ["h"])
+                                                for i in range(400)] + [(9000.0, None, "rank_dead: the last", ["w"])])
+    assert (wd / "incidents.jsonl").stat().st_size > 64 << 10
+    node = _Node(tmp_path, [(["inspect", "--type", "container", "vllm_rank"], (1, "[]", "Error: No such object"))])
+    node.params["watchdog_dirs"] = [str(wd)]
+    text = DC.collect(node)["files"]["watchdog/dgxspark-vllm-watchdog/incidents.jsonl"]
+    assert len(text) == 64 << 10 and "rank_dead: the last" in text.splitlines()[-2]
+
+
+def test_recent_incidents_stand_beside_each_hosts_verdict():
+    """worker_killed on the simulated fleet, with the head's incident log: the worker's incident stands beside the
+    worker's verdict, the head's beside the head's with the availability; a host no incident names gets none."""
+    import tempfile
+    cap, exp = _sim("worker_killed")
+    head = exp["head"]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "incidents.jsonl")
+        now = 1764590000.0
+        _incident_log(path, [(now - 4000, now - 3700, "head_down: the head's /health does not answer 200", [head]),
+                             (now - 600, now - 480, "rank_dead: rank 2 on spark-tp3-2 is not running", ["spark-tp3-2"])])
+        with open(path) as f:
+            text = f.read()
+    results = dict(cap["hosts"])
+    results[head] = dict(results[head], files=dict(results[head].get("files") or {},
+                                                   **{"watchdog/dgxspark-vllm-watchdog/incidents.jsonl": text}))
+    verdicts = DR.verdicts_for(results, head)
+    DR.add_incidents(verdicts, results[head], head, now=now)  # the same, at a fixed clock
+    assert [i["first_cause"] for i in verdicts["spark-tp3-2"]["incidents"]] == [
+        "rank_dead: rank 2 on spark-tp3-2 is not running"]
+    assert verdicts["spark-tp3-2"]["incidents"][0]["seconds_without_service"] == 120.0
+    assert [i["seconds_without_service"] for i in verdicts[head]["incidents"]] == [300.0]
+    assert verdicts["spark-tp3-1"]["incidents"] == []
+    assert verdicts[head]["availability"]["down_s"] == 420.0
+    assert DR.incident_lines(verdicts["spark-tp3-2"]) == [
+        "spark-tp3-2: watchdog incident 2025-12-01T11:43:20Z to 2025-12-01T11:45:20Z, 120.0 s without service, "
+        "first cause: rank_dead: rank 2 on spark-tp3-2 is not running"]
+    md = DR.summary_md(verdicts, "20261201T130000Z", "doctor-20261201T130000Z.tar.gz")
+    assert "- %s: availability (watchdog incident log) 99.514 %% over the last 24 h" % head in md
+    # the verdicts are unchanged by the log (the catalogue decides them)
+    assert [verdicts[h]["matches"][0]["id"] if verdicts[h]["matches"] else verdicts[h]["status"]
+            for h in sorted(verdicts)] == ["absent", "absent", "rank_killed"]
