@@ -11,7 +11,7 @@ ALL_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule
 # scenario here starts its nodes through the same role (molecule/_shared) and checks those stand-ins
 # through its own role, and make e2e-tp3 / e2e build and boot fleets with it, so CI leaves it out too
 # (about 2 minutes). `make molecule SCENARIOS="$(ALL_SCENARIOS)"` runs every one.
-SCENARIOS ?= preflight node_prep rdma_fabric image_sync kernel_fix model_weights tp_pad vllm_health vllm_watchdog
+SCENARIOS ?= preflight node_prep rdma_fabric image_sync kernel_fix model_weights tp_pad vllm_health vllm_watchdog vllm_monitoring
 INVENTORY ?= inventories/sim/hosts.yml
 export ANSIBLE_FORCE_COLOR ?= 0
 export PYTHONPATH := $(CURDIR)/collections
