@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import time
 
@@ -80,8 +81,8 @@ def hold_state(hold, now):
         since, ttl_s = float(hold["since"]), float(hold["ttl_s"])
     except (KeyError, TypeError, ValueError):
         return False, 0.0, "damaged hold (since, ttl_s): ignored"
-    if ttl_s <= 0 or since != since or ttl_s != ttl_s:  # NaN compares unequal to itself
-        return False, 0.0, "damaged hold (ttl_s %r): ignored" % hold.get("ttl_s")
+    if not (math.isfinite(since) and math.isfinite(ttl_s)) or ttl_s <= 0:
+        return False, 0.0, "damaged hold (since %r, ttl_s %r): ignored" % (hold.get("since"), hold.get("ttl_s"))
     remaining = min(since + ttl_s - float(now), ttl_s)
     if remaining <= 0:
         return False, 0.0, "hold by %s lapsed %.0f s ago" % (hold.get("by", "?"), float(now) - since - ttl_s)

@@ -67,9 +67,10 @@ def test_a_clock_stepped_back_cannot_stretch_a_hold():
     ([], "damaged hold (not a JSON object): ignored"),
     ({"by": "x"}, "damaged hold (since, ttl_s): ignored"),
     ({"since": "yesterday", "ttl_s": 600}, "damaged hold (since, ttl_s): ignored"),
-    ({"since": NOW, "ttl_s": 0}, "damaged hold (ttl_s 0): ignored"),
-    ({"since": NOW, "ttl_s": -5}, "damaged hold (ttl_s -5): ignored"),
-    ({"since": NOW, "ttl_s": float("nan")}, "damaged hold (ttl_s nan): ignored"),
+    ({"since": NOW, "ttl_s": 0}, "damaged hold (since %r, ttl_s 0): ignored" % NOW),
+    ({"since": NOW, "ttl_s": -5}, "damaged hold (since %r, ttl_s -5): ignored" % NOW),
+    ({"since": NOW, "ttl_s": float("nan")}, "damaged hold (since %r, ttl_s nan): ignored" % NOW),
+    ({"since": float("inf"), "ttl_s": 600}, "damaged hold (since inf, ttl_s 600): ignored"),
 ])
 def test_a_missing_or_damaged_hold_does_not_hold(hold, why):
     assert lifecycle.hold_state(hold, NOW) == (False, 0.0, why)
