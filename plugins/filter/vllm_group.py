@@ -10,7 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import plan, streak_refusal
+from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import group_restart_wait_s, hold_record, plan, streak_refusal
 from ansible_collections.dgxspark.vllm.plugins.module_utils.verdict import group_order
 
 
@@ -42,7 +42,17 @@ def vllm_group_streak_refusal(stops, max_deaths, where="the saved logs on the no
     return streak_refusal(list(stops or []), int(max_deaths), where) or ""
 
 
+def vllm_group_hold(by, now, base_s, covers="run", nodes=1, settle_s=0, worker_wait_s=0, head_wait_s=0):
+    """The hold record a playbook run writes on the head (lifecycle.hold_record), its ttl covering a group restart
+    (lifecycle.group_restart_wait_s over the same deadlines vllm_ranks passes its steps) when covers is group_restart."""
+    try:
+        wait = group_restart_wait_s(nodes, settle_s, worker_wait_s, head_wait_s) if covers == "group_restart" else 0.0
+        return hold_record(by, float(now), float(base_s), covers, wait)
+    except (TypeError, ValueError) as e:
+        raise AnsibleFilterError("vllm_group_hold: %s" % e)
+
+
 class FilterModule(object):
     def filters(self):
         return {"vllm_group_order": vllm_group_order, "vllm_group_plan": vllm_group_plan,
-                "vllm_group_streak_refusal": vllm_group_streak_refusal}
+                "vllm_group_streak_refusal": vllm_group_streak_refusal, "vllm_group_hold": vllm_group_hold}

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import os
 import time
 
@@ -35,6 +36,57 @@ LOAD_RECORD_NAME = "group-load.json"
 INCIDENT_LOG_NAME = "incidents.jsonl"
 # A container state that is a fact (docker says so), not a probe that may be flaky.
 EXITED_STATES = ("exited", "dead", "created", "restarting", "removing", "paused")
+
+
+# --------------------------------------------------------------------------------------------
+# A playbook run's hold on the watchdog (state_dir/hold.json; docs/watchdog.md "A run's hold")
+# --------------------------------------------------------------------------------------------
+
+HOLD_NAME = "hold.json"
+HOLD_COVERS = ("run", "group_restart")
+
+
+def group_restart_wait_s(nodes, settle_s, worker_wait_s, head_wait_s):
+    """The longest a whole-group restart (plan()) may wait on its nodes: a settle on every node, each worker's
+    ready line, the head's; the steps run one after the other, so the deadlines add up."""
+    nodes = int(nodes)
+    if nodes < 1:
+        raise ValueError("a group has at least one node, got %r" % nodes)
+    return nodes * float(settle_s) + (nodes - 1) * float(worker_wait_s) + float(head_wait_s)
+
+
+def hold_record(by, now, base_s, covers="run", restart_wait_s=0.0):
+    """The hold a run writes (and writes again at each renewal): it lapses base_s seconds after it was written, or,
+    before a stretch of the run that cannot renew it (covers 'group_restart': the ranks play), base_s plus that
+    stretch's own deadlines - no longer than the run itself would wait there."""
+    base_s = float(base_s)
+    if base_s <= 0:
+        raise ValueError("the hold's ttl must be positive, got %r" % base_s)
+    if covers not in HOLD_COVERS:
+        raise ValueError("covers must be one of %s, got %r" % (", ".join(HOLD_COVERS), covers))
+    ttl_s = base_s + (float(restart_wait_s) if covers == "group_restart" else 0.0)
+    return {"by": str(by), "since": float(now), "ttl_s": ttl_s, "covers": covers, "expires": float(now) + ttl_s}
+
+
+def hold_state(hold, now):
+    """Whether a hold read from hold.json holds the watchdog at `now`: (held, remaining_s, why).
+
+    Missing or damaged (not an object, since/ttl_s not numbers, ttl_s <= 0): not held. A hold never lasts more than
+    its ttl_s from now, so a clock stepped back (since in the future) cannot stretch it."""
+    if hold is None:
+        return False, 0.0, "no hold"
+    if not isinstance(hold, dict):
+        return False, 0.0, "damaged hold (not a JSON object): ignored"
+    try:
+        since, ttl_s = float(hold["since"]), float(hold["ttl_s"])
+    except (KeyError, TypeError, ValueError):
+        return False, 0.0, "damaged hold (since, ttl_s): ignored"
+    if not (math.isfinite(since) and math.isfinite(ttl_s)) or ttl_s <= 0:
+        return False, 0.0, "damaged hold (since %r, ttl_s %r): ignored" % (hold.get("since"), hold.get("ttl_s"))
+    remaining = min(since + ttl_s - float(now), ttl_s)
+    if remaining <= 0:
+        return False, 0.0, "hold by %s lapsed %.0f s ago" % (hold.get("by", "?"), float(now) - since - ttl_s)
+    return True, remaining, "held by a playbook run (%s), %.0f s left" % (hold.get("by", "?"), remaining)
 
 
 # --------------------------------------------------------------------------------------------

@@ -267,10 +267,13 @@ health_status:
   returned: mode is wait
   type: int
 container:
-  description: C(docker inspect) state of this rank's container.
+  description:
+    - C(docker inspect) state of this rank's container, with C(image_id) (the image it runs) and C(spec_hash) (the
+      label vllm_ranks set from the rendered rank spec), null when absent; the deployment history records both.
   returned: mode is wait
   type: dict
-  sample: {name: vllm_rank, status: running, running: true, exit_code: 0, oom_killed: false}
+  sample: {name: vllm_rank, status: running, running: true, exit_code: 0, oom_killed: false, image_id: "sha256:5f0c...",
+           spec_hash: 9a1e...}
 phase:
   description:
     - Boot phase read from the log (C(phase), C(text), C(shards_loaded), C(shards_total), C(line)).
@@ -345,6 +348,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.inputs import redact
 from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
 from ansible_collections.dgxspark.vllm.plugins.module_utils import node_checks as NC
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError
+from ansible_collections.dgxspark.vllm.plugins.module_utils.render import HASH_LABEL
 from ansible_collections.dgxspark.vllm.plugins.module_utils import verdict as V
 
 
@@ -401,6 +405,9 @@ def container_state(module, name):
                 "oom_killed": False, "error": None}
     out = dict((k, info[k]) for k in STATE_KEYS)
     out["name"] = name
+    # what runs, for the deployment history (module_utils/history.py): the image and the rendered spec's hash label
+    out["image_id"] = info.get("image_id") or None
+    out["spec_hash"] = (info.get("labels") or {}).get(HASH_LABEL) or None
     return out
 
 

@@ -1,0 +1,1 @@
+../plugins/modules/deployment_history.py
