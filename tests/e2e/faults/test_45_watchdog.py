@@ -157,6 +157,14 @@ def test_installed_and_a_serving_group_is_left_alone(watched, tmp_path):
         [(e["event_data"]["host"], e["event_data"]["task"]) for e in again.changed()]
 
 
+def assert_acted_at_once(fleet, rec, verdict):
+    """The first cycle that sees the fault acts: its verdict line is the restart (no action=confirm before it)."""
+    verdicts = [m for _t, m in journal(fleet, rec["t_fault"]) if "verdict=" in m and " action=" in m]
+    seen = [m for m in verdicts if "verdict=%s " % verdict in m]
+    assert seen and "verdict=%s action=restart_group" % verdict in seen[0], verdicts[:4]
+    assert not [m for m in verdicts if "action=confirm" in m], verdicts
+
+
 def _restart_scenario(fleet, name, inject, expect_verdict):
     before = fleet.ranks()
     t_fault = time.time()
@@ -188,8 +196,9 @@ def test_kill_head_container_group_restarted_worker_first(watched):
     fleet = watched
     rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
     assert rec["serving_again_s"] > 0
-    # a stopped container is a fact (lifecycle.decide): no confirm cycles, the restart begins within 5 s
-    assert rec["restart_started_s"] <= 5.0, rec
+    # a stopped container is a fact (lifecycle.decide): the first cycle that sees it acts, no confirm cycle (its
+    # seconds are recorded, never asserted: a timed assertion fails on a loaded machine)
+    assert_acted_at_once(fleet, rec, "head_down")
 
 
 def test_watchdog_restarted_while_the_group_it_started_loads_no_second_restart(watched):
@@ -249,7 +258,7 @@ def test_sigkill_worker_rank_whole_group_restarted(watched):
     rec = _restart_scenario(fleet, "kill_worker",
                             lambda: node_docker(fleet.worker, "kill", "-s", "KILL", fleet.container), "rank_dead")
     assert rec["serving_again_s"] > 0
-    assert rec["restart_started_s"] <= 5.0, rec  # a fact: at once
+    assert_acted_at_once(fleet, rec, "rank_dead")  # a fact: at once
     # the catalogue (diagnose.explain, run by the worker's agent on the log it saved) names the cause
     lines = journal(fleet, rec["t_fault"])
     _t, stop = first_line(lines, "step=stop host=%s" % fleet.worker)
@@ -329,11 +338,21 @@ def _stop_engine(fleet, node, sig):
     return pids
 
 
+def _running(fleet):
+    """vllm:num_requests_running on the head's /metrics (0 when it does not answer)."""
+    try:
+        _status, text = http_json(fleet.base_url + "/metrics", timeout=10)
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0
+    lines = [ln for ln in str(text).splitlines() if ln.startswith("vllm:num_requests_running")]
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+
+
 def _in_flight(fleet, n=4):
     def one():
         try:
             http_json(fleet.base_url + "/v1/completions", {"model": fleet.model, "prompt": "count: 1 2 3",
-                                                           "max_tokens": 400, "temperature": 0}, timeout=600)
+                                                           "max_tokens": 480, "ignore_eos": True, "temperature": 0}, timeout=600)
         except (urllib.error.URLError, OSError, ValueError):
             pass
     threads = [threading.Thread(target=one, daemon=True) for _i in range(n)]
@@ -348,9 +367,12 @@ def test_frozen_engine_long_prefill_at_normal_power_then_wedged_at_low_power(wat
         set_gpu(fleet, node, utilization_gpu="96", power_draw="61.20", clocks_sm="2405")
     before = fleet.ranks()
     _in_flight(fleet)
-    time.sleep(2)
+    # the engine is stopped while requests are in flight, read from its own /metrics (a fixed sleep let short
+    # requests finish first on a quiet machine: the verdict was then idle, never long_prefill)
+    wait_for(lambda: _running(fleet) > 0, 60, 0.2, "requests running on the engine")
     t_stop = time.time()
     _stop_engine(fleet, fleet.worker, "STOP")
+    assert _running(fleet) > 0, "the requests finished before the engine was stopped"
     # Same frozen counters at normal power: long prefill, no action, for two windows. A cycle lasts up to the
     # canary's timeout (30 s) while the engine is frozen, so the verdict is waited for, then two more windows.
 
