@@ -63,7 +63,7 @@ def render(template, **overrides):
 
 
 def promtool(*args, cwd=None):
-    res = subprocess.run([PROMTOOL] + list(args), cwd=cwd, capture_output=True, text=True, timeout=120)
+    res = subprocess.run([PROMTOOL] + list(args), cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
     return res.returncode, res.stdout + res.stderr
 
 
