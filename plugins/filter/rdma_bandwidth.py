@@ -23,15 +23,16 @@ def rdma_fabric_bandwidth_plan(facts_by_host, head, size=65536, qps=4, port_base
         raise AnsibleFilterError("rdma_fabric_bandwidth_plan: %s (input: {host: rdma_facts})" % e)
 
 
-def rdma_fabric_bandwidth_verdict(results, floor_fraction=DEFAULT_FLOOR_FRACTION):
-    """results: [{pair (a plan entry), stdout, stderr}] of the client runs."""
+def rdma_fabric_bandwidth_verdict(results, floor_fraction=DEFAULT_FLOOR_FRACTION, links=None):
+    """results: [{pair (a plan entry), stdout, stderr}] of the client runs; links: {host: {hca: facts}} of module
+    rdma_link_facts (optional: a rail below its floor is then classified)."""
     rails = []
     for r in results or []:
         pair = r.get("pair") or {}
         rails.append({"host": pair.get("host"), "hca": pair.get("hca"), "netdev": pair.get("netdev"),
                       "peer": pair.get("peer"), "speed_mbps": pair.get("speed_mbps"),
                       "report": parse_perftest_bw("%s\n%s" % (r.get("stdout") or "", r.get("stderr") or ""))})
-    return rail_verdict(rails, float(floor_fraction))
+    return rail_verdict(rails, float(floor_fraction), dict(links or {}))
 
 
 class FilterModule(object):

@@ -73,3 +73,24 @@ def test_verdict_reads_the_g02_error_on_stderr_as_the_instrument():
     assert out["failures"] == [] and out["rails"][0]["note"] == "perftest_64k"
     assert out["warnings"][0].startswith("node-b rocep1s0f1 (enp1s0f1np1): ib_write_bw failed with the GB10 perftest "
                                          "limitation (local protection error 0x3b 0x0 0x9d above 65536-byte messages)")
+
+
+def test_verdict_with_link_facts_names_the_class_of_the_slow_rail():
+    """The links argument the role passes (module rdma_link_facts' hcas by host): a stale initialisation is told apart
+    from a cable by the facts (full PCIe width and speed, the port at 200000 Mb/s, a clean kernel log)."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils.bandwidth import (
+        parse_ethtool, parse_mlx5_kernel_log, parse_pcie_link)
+    rep = _reports()
+    facts = {"ethtool": parse_ethtool(read_fixture("rdma", "link", "ethtool", "spark-enp1s0f1np1-200g.txt")),
+             "pcie": parse_pcie_link({"current_link_speed": "32.0 GT/s PCIe", "current_link_width": "4",
+                                      "max_link_speed": "32.0 GT/s PCIe", "max_link_width": "4"}),
+             "kernel": parse_mlx5_kernel_log(read_fixture("rdma", "link", "kernel-logs", "spark-boot-gen5-x4.log"),
+                                             "0002:01:00.1", "enP2p1s0f1np1", 5000.0)}
+    results = [{"pair": {"host": "node-b", "hca": "roceP2p1s0f1", "netdev": "enP2p1s0f1np1", "peer": "10.10.0.2",
+                         "speed_mbps": 200000}, "stdout": rep["roceP2p1s0f1"], "stderr": ""}]
+    out = rdma_fabric_bandwidth_verdict(results, links={"node-b": {"roceP2p1s0f1": facts}})
+    assert out["rails"][0]["class"] == "stale_init"
+    assert "link): stale_init (no other evidence). Fix: a stale initialisation of the ConnectX-7" in out["failures"][0]
+    # facts of another host do not apply
+    other = rdma_fabric_bandwidth_verdict(results, links={"node-c": {"roceP2p1s0f1": facts}})
+    assert "class" not in other["rails"][0] and "a slow rail. Fix: reseat" in other["failures"][0]

@@ -1,0 +1,1 @@
+../plugins/modules/rdma_link_facts.py
