@@ -182,7 +182,7 @@ def _round_robin(nodes):
     ring = list(nodes) + ([None] if len(nodes) % 2 else [])
     n = len(ring)
     rounds = []
-    for _ in range(n - 1):
+    for _round in range(n - 1):
         pairs = [(ring[i], ring[n - 1 - i]) for i in range(n // 2)]
         rounds.append([p for p in pairs if None not in p])
         ring = [ring[0], ring[-1]] + ring[1:-1]

@@ -130,7 +130,7 @@ def test_slow_link_from_speed_no_link_cable_or_recent_flaps():
 
 
 def test_degraded_pcie_from_width_speed_or_the_kernel_line():
-    eth, _, k = healthy_facts()
+    eth, k = healthy_facts()[0], healthy_facts()[2]
     narrow = B.classify_rail(49.1, EXPECTED, eth, pcie("x2-of-x4", "roceP2p1s0f1"),
                              kernel("spark-x2-of-x4-limited.log", "0002:01:00.1", "enP2p1s0f1np1"))
     assert narrow["verdict"] == "degraded_pcie"
@@ -175,7 +175,7 @@ def _rail(avg):
 
 
 def test_rail_verdict_classifies_a_rail_below_its_floor_when_facts_are_given():
-    eth, _, _ = healthy_facts()
+    eth = healthy_facts()[0]
     links = {"node-b": {"roceP2p1s0f1": {
         "ethtool": eth, "pcie": pcie("x2-of-x4", "roceP2p1s0f1"),
         "kernel": kernel("spark-x2-of-x4-limited.log", "0002:01:00.1", "enP2p1s0f1np1")}}}

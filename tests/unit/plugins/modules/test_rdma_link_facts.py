@@ -61,7 +61,7 @@ def test_x2_half_named_hca_only(tmp_path):
 
 
 def test_missing_ethtool_names_the_fix(tmp_path):
-    _, dmesg, up = tools(tmp_path, {}, 'spark-boot-gen5-x4.log')
+    dmesg, up = tools(tmp_path, {}, 'spark-boot-gen5-x4.log')[1:]
     result, failed = run_module(rdma_link_facts.main, {
         'sysfs_root': os.path.join(LINK, 'sysfs', 'gen5-x4-full'), 'ethtool_cmd': str(tmp_path / 'nope' / 'ethtool'),
         'kernel_log_cmd': dmesg, 'uptime_path': up})
@@ -70,7 +70,7 @@ def test_missing_ethtool_names_the_fix(tmp_path):
 
 
 def test_a_failing_kernel_log_command_says_become(tmp_path):
-    eth, _, up = tools(tmp_path, {}, 'spark-boot-gen5-x4.log')
+    eth, up = tools(tmp_path, {}, 'spark-boot-gen5-x4.log')[0::2]
     dmesg = stand_in(tmp_path, 'dmesg-denied', 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2\n'
                      'exit 1\n')
     result, failed = run_module(rdma_link_facts.main, {
