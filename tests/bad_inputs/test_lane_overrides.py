@@ -209,22 +209,25 @@ SCHEMA_CASES = [
     ("container-name-dash-first", "name", CPU2, {"container": {"name": "-v"}}, "container.name: '-v' is not a Docker container name"),
     ("fix-file-name-path", "name", CPU2, {"fix_files": [{"name": "../x.py", "src": "files/x.py", "sha256": "",
                                                          "container_path": "/x.py"}]},
-     "fix_files[0].name: '../x.py' does not match"),
+     "fix_files[0].name: '../x.py' is not a name of letters, digits and _ . - (starting with a letter or digit, at "
+     "most 128; no '/') (kind item_name); e.g. sparse_attn_indexer_kpool or glm53-v12; it names the fix file"),
     ("build-stage-name-subst", "name", CPU2, {"image": {"build": {"stages": [
         {"name": "$(id)", "dockerfile": "d", "tag": "dgxspark-sim/vllm-cpu:0.32.0"}]}}},
-     "image.build.stages[0].name: '$(id)' does not match"),
+     "image.build.stages[0].name: '$(id)' is not a name of letters, digits and _ . - (starting with a letter or "
+     "digit, at most 128; no '/') (kind item_name)"),
     ("image-ref-space", "name", CPU2, {"image": {"reference": "vllm cpu:1"}}, "image.reference: 'vllm cpu:1' is not an image reference"),
     ("image-ref-uppercase-path", "name", CPU2, {"image": {"reference": "Dgx/Vllm:1"}},
      "image.reference: 'Dgx/Vllm:1' is not an image reference"),
     ("served-name-space", "name", CPU2, {"checkpoint": {"served_model_name": "tiny glm"}},
-     "checkpoint.served_model_name: 'tiny glm' does not match"),
+     "checkpoint.served_model_name: 'tiny glm' is not a served model name (letters, digits and _ . / -, starting "
+     "with a letter or digit, at most 128) (kind model_name); e.g. glm-5.3-flash"),
     # memory sizes need a unit
     ("shm-size-no-unit", "mem-size", CPU2, {"container": {"shm_size": "1073741824"}},
-     "container.shm_size: '1073741824' does not match ^[1-9][0-9]*(\\.[0-9]+)?[kmgtKMGT]([iI]?[bB])?$; a size with a "
-     "unit, e.g. 32g (a bare number is bytes to docker)"),
+     "container.shm_size: '1073741824' is not a size with a unit (e.g. 32g; a bare number is bytes to docker) "
+     "(kind size); write e.g. 32g; docker --shm-size"),
     ("shm-size-int", "mem-size", CPU2, {"container": {"shm_size": 32}}, "container.shm_size: expected str, got int (32)"),
-    ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' does not match"),
-    ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' does not match"),
+    ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' is not a size with a unit"),
+    ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' is not a size with a unit"),
     # ports in range and distinct
     ("api-port-zero", "port", CPU2, {"serve": {"api_port": 0}}, "serve.api_port: 0 is below the minimum 1"),
     ("master-port-string", "port", CPU2, {"serve": {"master_port": "29501"}},
@@ -254,7 +257,7 @@ SCHEMA_CASES = [
     ("env-bool", "env", CPU2, {"container": {"env": {"TORCH_COMPILE_DISABLE": True}}},
      "container.env.TORCH_COMPILE_DISABLE: expected str or int or float, got bool (True)"),
     ("env-list", "env", CPU2, {"container": {"env": {"X": ["a"]}}}, "container.env.X: expected str or int or float, got list"),
-    ("env-name-dash", "env", CPU2, {"container": {"env": {"MY-VAR": "1"}}}, "container.env: 'MY-VAR' is not an environment variable name"),
+    ("env-name-dash", "env", CPU2, {"container": {"env": {"MY-VAR": "1"}}}, "container.env: key 'MY-VAR' is not an environment variable name"),
     # extra_args never repeat a managed flag
     ("extra-max-model-len", "extra-args", CPU2, {"serve": {"extra_args": ["--max-model-len", "4096"]}},
      "serve.extra_args[0]: '--max-model-len' repeats --max-model-len, " + MANAGED),
