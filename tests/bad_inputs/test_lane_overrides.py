@@ -228,6 +228,26 @@ SCHEMA_CASES = [
     ("shm-size-int", "mem-size", CPU2, {"container": {"shm_size": 32}}, "container.shm_size: expected str, got int (32)"),
     ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' is not a size with a unit"),
     ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' is not a size with a unit"),
+    # docker flags, package pins and fix sources: each leaf by its kind (plugins/module_utils/kinds.py)
+    ("expected-packages-key", "lane-kind", CPU2, {"image": {"expected_packages": {"torch 2": "2.13.0"}}},
+     "image.expected_packages: key 'torch 2' is not a Python distribution name (letters, digits and _ . -, starting "
+     "and ending with a letter or digit) (kind package_name); e.g. nvidia-nccl-cu13"),
+    ("cuda-version-major-only", "lane-kind", CPU2, {"image": {"cuda_version": "13"}},
+     "image.cuda_version: '13' is not a CUDA version X.Y or X.Y.Z (ASCII digits) (kind cuda_version); e.g. 13.0"),
+    ("cap-add-all", "lane-kind", CPU2, {"container": {"cap_add": ["ALL"]}},
+     "container.cap_add[0]: 'ALL' is not a Linux capability name (capabilities(7), upper case, CAP_ optional; ALL is "
+     "refused) (kind capability); write e.g. IPC_LOCK"),
+    ("ulimit-soft-above-hard", "lane-kind", CPU2, {"container": {"ulimits": ["nofile=4096:1024"]}},
+     "container.ulimits[0]: 'nofile=4096:1024' has a soft limit above its hard limit (kind ulimit)"),
+    ("gpus-device-list", "lane-kind", CPU2, {"container": {"gpus": "device=0,1"}},
+     "container.gpus: 'device=0,1' is not a docker --gpus value (all, a count, or device=<index>) (kind docker_gpus)"),
+    ("entrypoint-shell-line", "lane-kind", CPU2, {"container": {"entrypoint": ["sh -c id"]}},
+     "container.entrypoint[0]: 'sh -c id' is not one command-line word"),
+    ("device-dotdot", "lane-kind", CPU2, {"container": {"devices": ["/dev/../etc/shadow"]}},
+     "container.devices[0]: '/dev/../etc/shadow' holds a '.' or '..' segment or '//' (kind device)"),
+    ("fix-src-subst", "lane-kind", CPU2, {"fix_files": [{"name": "x", "src": "$(id)", "sha256": "",
+                                                         "container_path": "/x.py"}]},
+     "fix_files[0].src: '$(id)' is not a controller path"),
     # ports in range and distinct
     ("api-port-zero", "port", CPU2, {"serve": {"api_port": 0}}, "serve.api_port: 0 is below the minimum 1"),
     ("master-port-string", "port", CPU2, {"serve": {"master_port": "29501"}},
