@@ -117,3 +117,9 @@ def test_lane_x_kinds_are_known():
     for path, node in _walk(lane.LANE_SCHEMA):
         if "x-kind" in node:
             kinds.normalise(node["x-kind"])
+
+
+def test_every_kind_is_in_the_docs_table():
+    with open(os.path.join(ROOT, "docs", "inputs.md")) as f:
+        table = [line for line in f if line.startswith("| `")]
+    assert sorted(k for k in kinds.KINDS if not any("`%s`" % k in line.split(" | ")[0] for line in table)) == []
