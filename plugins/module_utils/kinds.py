@@ -56,6 +56,34 @@ CLI_OPTION = r"--[a-z][a-z0-9-]{0,63}(?:=[A-Za-z0-9_.,:/=@+-]{1,255})?"
 MOUNT_OPTS = r"[a-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?(?:,[a-z0-9_]+(?:=[A-Za-z0-9_.:/-]+)?)*"
 # a shell-free glob of file names (huggingface allow_patterns)
 GLOB = r"[A-Za-z0-9_.*?\[\]/@+-]{1,255}"
+# --- the lane's own leaves (docs/lanes.md)
+LANE_NAME = r"[a-z0-9][a-z0-9_]{0,63}"
+# a Hugging Face revision: a branch, a tag or a 40-hex commit
+HF_REVISION = r"[A-Za-z0-9._/-]{1,255}"
+MODEL_NAME = r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}"
+SHA256 = r"[0-9a-f]{64}"
+CUDA_VERSION = r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?"
+# a Python distribution name (PEP 508: letters, digits and . _ -, starting and ending with a letter or digit)
+PACKAGE_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?"
+# a version as the distribution reports it (PEP 440, with an epoch 1! and a local label +cpu)
+PACKAGE_VERSION = r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,127}"
+# docker run --gpus: all, a count, or one device index. Docker reads the value as CSV, so device=0,1 would need
+# inner quotes; a Spark has one GPU (GB10), so one index is all a lane can mean.
+DOCKER_GPUS = r"all|[1-9][0-9]{0,2}|device=[0-9]{1,3}"
+# one word of a command line given as argv (container.entrypoint): never a shell line
+COMMAND_WORD = r"[A-Za-z0-9_./:=@+-]{1,1024}"
+# a path segment that may hold a glob (* ? [ ]), for files looked up inside an image
+_GLOB_SEGMENT = r"[A-Za-z0-9_.@+~*?\[\]-]+"
+# docker --ulimit names (github.com/docker/go-units ulimit.go, ulimitNameMapping; "as" is disabled there)
+ULIMIT_NAMES = ("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss",
+                "rtprio", "rttime", "sigpending", "stack")
+# Linux capabilities 0..40 (linux/capability.h, capabilities(7)); docker --cap-add takes them with or without CAP_
+CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+                "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK",
+                "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN",
+                "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
+                "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND",
+                "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE")
 
 # A single printable line: no control characters (newline, tab, NUL, ESC, DEL), no Unicode line or
 # paragraph separators, no bidirectional overrides.
@@ -357,6 +385,93 @@ def _k_list(v, p):
             raise Refusal("item %d (%r) %s" % (i, item, e.rule), e.fix)
 
 
+def _k_image_path(v, p):
+    # A file inside an image: absolute, or relative to the lane's vllm_pkg_dir (image.fingerprint_files); a glob
+    # (* ? [ ]) picks the file the image has (libnccl.so*). No '.' or '..' segment: it stays where it is aimed.
+    _text(v, 1024)
+    _full(r"/?" + _GLOB_SEGMENT + r"(?:/" + _GLOB_SEGMENT + r")*", v,
+          "is not a path inside the image (segments of letters, digits, _ . @ + ~ - and the globs * ? [ ]; no "
+          "spaces, quotes, ':', '%' or '$')", "write e.g. vllm/platforms/cpu.py or /usr/lib/x86_64-linux-gnu/libnccl.so*")
+    if re.search(r"(^|/)\.\.?(/|$)", v):
+        raise Refusal("holds a '.' or '..' segment", "write the path without it")
+    if p.get("absolute") and not v.startswith("/"):
+        raise Refusal("is not absolute", "write the path from / inside the image")
+
+
+def _k_source_path(v, p):
+    # A controller file: absolute, or relative to the collection root (a Dockerfile, a build context, a fix file).
+    # '..' may step out of the collection (the operator's own files); the characters stay plain.
+    _full(r"/?" + SEGMENT + r"(?:/" + SEGMENT + r")*/?", _text(v, 1024),
+          "is not a controller path (segments of letters, digits and _ . @ + ~ -, absolute or relative to the "
+          "collection root; no spaces, quotes, ':', '%', '$', ',' or '=')",
+          "write e.g. files/fixes/x.py or docker/Dockerfile.v1")
+
+
+def _k_fix_source(v, p):
+    # fix_files[].src: the four forms kernel_fix reads (roles/kernel_fix/tasks/materialize.yml)
+    _text(v, 2048)
+    for prefix, checker, params in (("image:", _k_image_path, {"absolute": True}), ("file://", _k_abs_path, {})):
+        if v.startswith(prefix):
+            try:
+                checker(v[len(prefix):], params)
+            except Refusal as e:
+                raise Refusal("after %r %s" % (prefix, e.rule), e.fix)
+            return
+    if re.match(r"https?://", v):
+        _k_url(v, {})
+    else:
+        _k_source_path(v, {})
+
+
+def _k_image_selector(v, p):
+    # fix_files[].images: an image reference, a registry digest, or the version of the image's vllm
+    # (module_utils/image.py FIX_VLLM_RE). 'sha256:' always starts a digest: as a reference it would name an
+    # image "sha256" and let a mistyped digest through.
+    _text(v, 512)
+    if v.startswith("sha256:"):
+        _full(r"sha256:[0-9a-f]{64}", v, "is not a registry digest (sha256: and 64 lowercase hex digits)",
+              "copy the part after '@' of the image's RepoDigests entry")
+    elif v.startswith("vllm=="):
+        _full(r"vllm==[0-9A-Za-z.+_-]{1,64}", v, "is not vllm==<version>", "e.g. vllm==0.32.0")
+    else:
+        _full(IMAGE_REF, v, "is not an image reference, a registry digest sha256:<64 hex> or vllm==<version>",
+              "e.g. vllm==0.32.0 or ghcr.io/owner/name:tag")
+
+
+def _k_ulimit(v, p):
+    # docker --ulimit name=soft[:hard]: the names and the soft <= hard rule of go-units ParseUlimit; -1 is unlimited
+    m = re.fullmatch(r"([a-z]{1,16})=(-1|[0-9]{1,19})(?::(-1|[0-9]{1,19}))?", _text(v, 64))
+    if not m:
+        raise Refusal("is not a ulimit name=soft[:hard] (integers, -1 for unlimited)", "write e.g. memlock=-1:-1")
+    if m.group(1) not in ULIMIT_NAMES:
+        raise Refusal("names no ulimit docker knows (%s)" % ", ".join(ULIMIT_NAMES), "use one of them, e.g. memlock")
+    soft, hard = int(m.group(2)), int(m.group(3) if m.group(3) is not None else m.group(2))
+    if hard != -1 and (soft == -1 or soft > hard):
+        raise Refusal("has a soft limit above its hard limit", "make soft <= hard, or hard -1 (unlimited)")
+
+
+def _k_capability(v, p):
+    name = _text(v, 64)
+    if not re.fullmatch(r"(?:CAP_)?[A-Z_]{1,32}", name) or name.replace("CAP_", "", 1) not in CAPABILITIES:
+        raise Refusal("is not a Linux capability name (capabilities(7), upper case, CAP_ optional; ALL is refused)",
+                      "write e.g. IPC_LOCK")
+
+
+def _k_device(v, p):
+    # docker --device host[:container][:permissions]: absolute paths, permissions a set of r, w and m
+    parts = _text(v, 2048).split(":")
+    perms = parts.pop() if len(parts) > 1 and re.fullmatch(r"[rwm]{1,3}", parts[-1]) else None
+    if not 1 <= len(parts) <= 2:
+        raise Refusal("is not a device host path[:container path][:rwm]", "write e.g. /dev/infiniband:/dev/infiniband")
+    for path in parts:
+        try:
+            _k_abs_path(path, {})
+        except Refusal as e:
+            raise Refusal(("has the path %r, which %s" % (path, e.rule)) if path != v else e.rule, e.fix)
+    if perms is not None and len(set(perms)) != len(perms):
+        raise Refusal("repeats a permission letter", "write each of r, w, m at most once, e.g. rwm")
+
+
 def _k_raw_text(v, p):
     # Free text that only the controller prints or sends as JSON (a prompt); one printable line.
     _text(v, p.get("maxlen", 4096))
@@ -392,6 +507,25 @@ PATTERN_KINDS = {
     "glob": (GLOB, 255, "is not a file-name pattern (letters, digits, _ . * ? [ ] / @ + -)", "e.g. *.safetensors"),
     "timestamp": (r"[0-9]{8}T[0-9]{6}Z", 16, "is not a UTC stamp YYYYmmddTHHMMSSZ",
                   "e.g. 20260101T000000Z, or leave it unset"),
+    "lane_name": (LANE_NAME, 64, "is not a lane name (lowercase letters, digits and _, at most 64; it names the file "
+                  "lanes/<name>.yml)", "e.g. tp2_mtp"),
+    # Docker's container-name rule: the name becomes a file, a directory and a docker build label
+    "item_name": (CONTAINER, 128, "is not a name of letters, digits and _ . - (starting with a letter or digit, at "
+                  "most 128; no '/')", "e.g. sparse_attn_indexer_kpool or glm53-v12"),
+    "hf_revision": (HF_REVISION, 255, "is not a Hugging Face revision (a branch, tag or commit: letters, digits and "
+                    "_ . / -)", "write a 40-hex commit id, or a branch such as main"),
+    "model_name": (MODEL_NAME, 128, "is not a served model name (letters, digits and _ . / -, starting with a letter "
+                   "or digit, at most 128)", "e.g. glm-5.3-flash"),
+    "sha256": (SHA256, 64, "is not a sha256 (64 lowercase hex digits)", "copy the first word of sha256sum <file>"),
+    "cuda_version": (CUDA_VERSION, 11, "is not a CUDA version X.Y or X.Y.Z (ASCII digits)", "e.g. 13.0"),
+    "package_name": (PACKAGE_NAME, 128, "is not a Python distribution name (letters, digits and _ . -, starting and "
+                     "ending with a letter or digit)", "e.g. nvidia-nccl-cu13"),
+    "package_version": (PACKAGE_VERSION, 128, "is not a version as the distribution reports it (letters, digits and "
+                        ". + ! _ -)", "quote it, e.g. \"2.30.7\" or \"2.13.0+cpu\""),
+    "docker_gpus": (DOCKER_GPUS, 16, "is not a docker --gpus value (all, a count, or device=<index>)",
+                    "write all (a Spark has one GPU), or null for no GPU"),
+    "command_word": (COMMAND_WORD, 1024, "is not one command-line word (letters, digits and _ . / : = @ + -; no "
+                     "spaces, quotes or shell syntax)", "write each word as its own list item, e.g. [vllm, serve]"),
 }
 
 
@@ -409,7 +543,9 @@ KINDS = {
     "port": _k_port, "url": _k_url, "env_value": _k_env_value, "secret": _k_secret, "duration": _k_duration,
     "integer": _k_integer, "number": _k_number, "ratio": _k_ratio, "gib": _k_gib, "file_mode": _k_file_mode,
     "regex": _k_regex, "command": _k_command, "choice": _k_choice, "bool": _k_bool, "mapping": _k_mapping,
-    "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list,
+    "env_map": _k_env_map, "mtu_map": _k_mtu_map, "list": _k_list, "image_path": _k_image_path, "image_selector": _k_image_selector,
+    "source_path": _k_source_path, "fix_source": _k_fix_source, "ulimit": _k_ulimit, "capability": _k_capability,
+    "device": _k_device,
 }
 KINDS.update((name, _pattern_kind(name)) for name in PATTERN_KINDS)
 

@@ -31,20 +31,8 @@ except ImportError:  # the controller's requirements.txt installs it
 # "x-hint" (our keyword, ignored by the validator) is the rule's source and the fix, appended to
 # every error about that key.
 
-# Absolute path with no ':' (docker -v reads it as a field separator) and no whitespace, no '..'.
-ABS_PATH = r"^/(?!.*(^|/)\.\.(/|$))[^:\s]*$"
-# Container, file and build stage names: Docker's container-name rule, also safe as a file name.
-NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
-LANE_NAME = r"^[a-z0-9][a-z0-9_]{0,63}$"
-# An image reference: [registry[:port]/]path[:tag][@sha256:digest] (distribution/reference grammar).
-IMAGE_REF = (r"^(?:[A-Za-z0-9.-]+(?::[0-9]{1,5})?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-             r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-             r"(?:@sha256:[0-9a-f]{64})?$")
-# A memory size for docker --shm-size / --memory with an explicit unit (a bare number is read as bytes).
-MEM_SIZE = r"^[1-9][0-9]*(\.[0-9]+)?[kmgtKMGT]([iI]?[bB])?$"
-HF_REPO = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
-TOKEN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Every string leaf names its kind ("x-kind", the rules of module_utils/kinds.py) or an enum; no leaf carries
+# its own "pattern" (tests/unit/test_kinds_declared.py walks the schema for one).
 
 # How the engine image reaches the ranks (image_sync); the role's image_sync_mode adds "verify" and ""
 # (tests/unit/roles keep meta/argument_specs.yml in step with these two lists).
@@ -74,6 +62,11 @@ def _t(types, hint=None, **extra):
 
 def _s(hint=None, **extra):
     return _t("string", hint, **extra)
+
+
+def _k(kind, types="string", hint=None, **extra):
+    """A leaf checked by its kind (module_utils/kinds.py)."""
+    return _t(types, hint, **dict(extra, **{"x-kind": kind}))
 
 
 def _path(what, nullable=False):
@@ -109,11 +102,11 @@ _ANY_MAP_OR_NULL = {"type": ["object", "null"]}
 
 MODEL_SCHEMA = _obj({
     "repo_id": _s("a Hugging Face repo id, owner/name", **{"x-kind": "hf_repo"}),
-    "revision": _s(pattern=r"^[A-Za-z0-9._/-]*$"),
+    "revision": _k({"kind": "hf_revision", "empty": True}),
     "allow_branch": _BOOL,
     "host_path": _path("host_path"),
     "container_path": _path("container_path"),
-    "served_model_name": _s("letters, digits and . _ / -", pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"),
+    "served_model_name": _k("model_name", hint="--served-model-name, the model id clients send"),
     # a family or a format (checkpoint_guard reads the checkpoint's own files; modelopt is served only when named)
     "quantization": _s("one of nvfp4, fp8, mxfp8, none, bf16, bfloat16, float32, modelopt, compressed-tensors",
                        enum=["nvfp4", "fp8", "mxfp8", "none", "bf16", "bfloat16", "float32", "modelopt",
@@ -132,26 +125,26 @@ MOUNT_SCHEMA = _obj({
 }, required=("host", "container"))
 
 FIX_FILE_SCHEMA = _obj({
-    "name": _s("a file name: letters, digits and . _ - (no '/')", pattern=NAME),
-    "src": _s("a controller path, or image:<glob> for a file taken from the image", pattern=r"^\S+$"),
-    "sha256": _s("64 lowercase hex digits (sha256sum of src), or '' for a file taken from the image",
-                 pattern=r"^([0-9a-f]{64})?$"),
+    "name": _k("item_name", hint="it names the fix file on the nodes"),
+    "src": _k("fix_source", hint="a controller path, an http(s) or file URL, or image:<glob> for a file taken from "
+              "the image"),
+    "sha256": _k({"kind": "sha256", "empty": True}, hint="the sha256sum of src, or '' for a file taken from the "
+                 "image (its own hash becomes the pin)"),
     "container_path": _path("container_path"),
     "marker": _s(**{"x-kind": "raw_text"}),
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
     # applies to, and an explicit override of the "different version in the image" refusal.
-    "base_sha256": _t(["string", "null"], pattern=r"^[0-9a-f]{64}$"),
-    "images": _list(_s("an image reference, a registry digest sha256:<64 hex>, or vllm==<version>",
-                       pattern=r"^(?:sha256:[0-9a-f]{64}|vllm==[0-9A-Za-z.+_-]+)$|" + IMAGE_REF)),
+    "base_sha256": _k("sha256", ["string", "null"]),
+    "images": _list(_k("image_selector")),
     "override": _BOOL,
 }, required=("name", "src", "sha256", "container_path"))
 
 # image.build.stages[]: one Dockerfile of the chain (catalogue image_differs build chain).
 BUILD_STAGE_SCHEMA = _obj({
-    "name": _s("a stage name: letters, digits and . _ -", pattern=NAME),
-    "dockerfile": _s("controller path, absolute or relative to the collection root", pattern=r"^[^:\s]+$"),
+    "name": _k("item_name", hint="it names the stage's build directory on the head"),
+    "dockerfile": _k("source_path", hint="controller path, absolute or relative to the collection root"),
     "tag": _s("an image reference, e.g. glm53:sm121-v12", **{"x-kind": "image_ref"}),
-    "context": _s("build context directory; default: the Dockerfile's directory", pattern=r"^[^:\s]+$"),
+    "context": _k("source_path", hint="build context directory; default: the Dockerfile's directory"),
     "build_args": _map({"type": ["string", "integer", "number"], "x-kind": "env_value"}),
 }, required=("name", "dockerfile", "tag"))
 
@@ -180,7 +173,7 @@ SPECULATIVE_SCHEMA = _obj({
 ])
 
 LANE_SCHEMA = _obj({
-    "name": _s("lowercase letters, digits and _ (it names the lane file)", pattern=LANE_NAME),
+    "name": _k("lane_name"),
     "description": _s(**{"x-kind": "raw_text"}),
     "platform": _s(enum=["spark", "cpu"]),
     "tensor_parallel_size": _t("integer", minimum=1, maximum=8),
@@ -193,17 +186,17 @@ LANE_SCHEMA = _obj({
         "distribution": _s(enum=DISTRIBUTION_MODES),
         "expected_digest": _t(["string", "null"], **{"x-kind": "text"}),  # its form: check_digest_pins
         "expected_fingerprint": _t(["string", "null"], **{"x-kind": "text"}),
-        "fingerprint_files": _list(_s(pattern=r"^[^:\s]+$")),
-        "fingerprint_packages": _list(_s(**{"x-kind": "token"})),
+        # absolute, or relative to vllm_pkg_dir's parent (roles/image_sync/tasks/main.yml)
+        "fingerprint_files": _list(_k("image_path")),
+        "fingerprint_packages": _list(_k("package_name")),
         # versions a dependency install must not move (catalogue nccl_version_skew)
-        "expected_packages": {"type": ["object", "null"], "propertyNames": {"x-kind": "token"},
-                              "additionalProperties": _s("a version as the distribution reports it, e.g. \"2.30.7\"",
-                                                         pattern=r"^\S+$")},
+        "expected_packages": {"type": ["object", "null"], "propertyNames": {"x-kind": "package_name"},
+                              "additionalProperties": _k("package_version")},
         "vllm_pkg_dir": _path("vllm_pkg_dir"),
         "size_gib": _t("number", minimum=0),
         # the CUDA the image's toolchain needs, for images whose ptxas / CUDA_VERSION the probe cannot read
         # (catalogue image_cuda_newer_than_driver)
-        "cuda_version": {"type": ["string", "null"], "pattern": r"^\d+\.\d+(\.\d+)?$"},
+        "cuda_version": _k("cuda_version", ["string", "null"]),
         # distribution build: the Dockerfile chain built on the head, then fanned out (issue 6)
         "build": _obj({
             "stages": _list(BUILD_STAGE_SCHEMA),
@@ -219,23 +212,21 @@ LANE_SCHEMA = _obj({
     "fix_files": _list(FIX_FILE_SCHEMA),
     "container": _obj({
         "name": _s("a container name: letters, digits and _ . - (Docker's rule)", **{"x-kind": "container_name"}),
-        "gpus": _t(["string", "null"], pattern=r"^(all|[0-9]+|device=[0-9,]+)$"),
+        "gpus": _k("docker_gpus", ["string", "null"]),
         "network": _s(enum=["host"]),
         "ipc": _s(enum=["host", "private", "shareable"]),
-        "shm_size": _s("a size with a unit, e.g. 32g (a bare number is bytes to docker)", pattern=MEM_SIZE),
-        "memory": _t(["string", "null"], "a size with a unit, e.g. 112g (a bare number is bytes to docker)",
-                     pattern=MEM_SIZE),
+        "shm_size": _k("size", hint="docker --shm-size"),
+        "memory": _k("size", ["string", "null"], "docker --memory and --memory-swap"),
         "restart": _s(enum=["no"]),
-        "ulimits": _list(_s("name=soft[:hard], e.g. memlock=-1", pattern=r"^[a-z]+=-?[0-9]+(:-?[0-9]+)?$")),
-        "cap_add": _list(_s("a capability name, e.g. IPC_LOCK", pattern=r"^[A-Z][A-Z_]*$")),
-        "devices": _list(_s("host path[:container path[:rwm]], absolute, no whitespace",
-                            pattern=r"^/[^:\s]+(:/[^:\s]+)?(:[rwm]{1,3})?$")),
+        "ulimits": _list(_k("ulimit")),
+        "cap_add": _list(_k("capability")),
+        "devices": _list(_k("device")),
         "mounts": _list(MOUNT_SCHEMA),
         "env": {"type": "object", "propertyNames": {"x-kind": "env_name"}, "additionalProperties": _t(
             ["string", "number"],
             "write the value as a string, e.g. \"1\" (null would reach the container as 'None', a bool as 'True')",
             **{"x-kind": "env_value"})},
-        "entrypoint": _list(_s(pattern=r"^\S+$"), types=["array", "null"]),
+        "entrypoint": _list(_k("command_word"), types=["array", "null"]),
         "cache_dir": _path("cache_dir"),
     }, required=("name",)),
     "nccl": _ANY_MAP,
@@ -311,21 +302,6 @@ def _x_kind(validator, spec, instance, schema):
         yield jsonschema.ValidationError("%s (kind %s); %s" % (e.rule, kinds.normalise(spec)[0], e.fix))
 
 
-def _full_pattern(validator, pattern, instance, schema):
-    """'pattern' as a full-string match: jsonschema searches, and '$' also matches before a final newline.
-    A pattern value is also one printable line within the kinds' length bound (a character class such as
-    \\S or [^:\\s] lets NUL and direction overrides through)."""
-    if not isinstance(instance, str):
-        return
-    try:
-        kinds.check("raw_text", instance)
-    except kinds.Refusal as e:
-        yield jsonschema.ValidationError("%s (kind raw_text); %s" % (e.rule, e.fix))
-        return
-    if not re.fullmatch(pattern, instance):
-        yield jsonschema.ValidationError("%r does not match %s" % (instance, pattern))
-
-
 def _strict_integer(checker, instance):
     # JSON Schema counts 131072.0 as an integer; a lane means an int there
     return isinstance(instance, int) and not isinstance(instance, bool)
@@ -339,7 +315,7 @@ def _strict_number(checker, instance):
 if HAS_JSONSCHEMA:
     _LaneValidator = jsonschema.validators.extend(
         jsonschema.Draft202012Validator,
-        validators={"x-kind": _x_kind, "pattern": _full_pattern},
+        validators={"x-kind": _x_kind},
         type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
             {"integer": _strict_integer, "number": _strict_number}))
     _VALIDATOR = _LaneValidator(LANE_SCHEMA)
@@ -410,13 +386,10 @@ def _schema_messages(error):
         return ["%s: %r is below the minimum %r%s" % (where, _plain(value), error.validator_value, hint)]
     if kind == "maximum":
         return ["%s: %r is above the maximum %r%s" % (where, _plain(value), error.validator_value, hint)]
-    if kind == "pattern":
-        hint = hint or "; use letters, digits and the separators the key allows"
-        return ["%s: %r does not match %s%s" % (where, _plain(value), error.validator_value, hint)]
     if kind == "x-kind":
-        return ["%s: %r %s%s" % (where, _plain(value), error.message, hint)]
-    if kind == "propertyNames":
-        return ["%s: key %r is not a valid name (%s)" % (where, _plain(value), ENV_NAME)]
+        # a mapping's key (propertyNames) is named as a key: the path is the mapping's
+        what = "key " if list(error.relative_schema_path)[-2:] == ["propertyNames", "x-kind"] else ""
+        return ["%s: %s%r %s%s" % (where, what, _plain(value), error.message, hint)]
     # allOf/if-then and anything else: the validator's own words, with the path.
     return ["%s: %s%s" % (where or "lane", error.message, hint)]
 

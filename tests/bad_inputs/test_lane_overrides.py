@@ -209,22 +209,45 @@ SCHEMA_CASES = [
     ("container-name-dash-first", "name", CPU2, {"container": {"name": "-v"}}, "container.name: '-v' is not a Docker container name"),
     ("fix-file-name-path", "name", CPU2, {"fix_files": [{"name": "../x.py", "src": "files/x.py", "sha256": "",
                                                          "container_path": "/x.py"}]},
-     "fix_files[0].name: '../x.py' does not match"),
+     "fix_files[0].name: '../x.py' is not a name of letters, digits and _ . - (starting with a letter or digit, at "
+     "most 128; no '/') (kind item_name); e.g. sparse_attn_indexer_kpool or glm53-v12; it names the fix file"),
     ("build-stage-name-subst", "name", CPU2, {"image": {"build": {"stages": [
         {"name": "$(id)", "dockerfile": "d", "tag": "dgxspark-sim/vllm-cpu:0.32.0"}]}}},
-     "image.build.stages[0].name: '$(id)' does not match"),
+     "image.build.stages[0].name: '$(id)' is not a name of letters, digits and _ . - (starting with a letter or "
+     "digit, at most 128; no '/') (kind item_name)"),
     ("image-ref-space", "name", CPU2, {"image": {"reference": "vllm cpu:1"}}, "image.reference: 'vllm cpu:1' is not an image reference"),
     ("image-ref-uppercase-path", "name", CPU2, {"image": {"reference": "Dgx/Vllm:1"}},
      "image.reference: 'Dgx/Vllm:1' is not an image reference"),
     ("served-name-space", "name", CPU2, {"checkpoint": {"served_model_name": "tiny glm"}},
-     "checkpoint.served_model_name: 'tiny glm' does not match"),
+     "checkpoint.served_model_name: 'tiny glm' is not a served model name (letters, digits and _ . / -, starting "
+     "with a letter or digit, at most 128) (kind model_name); e.g. glm-5.3-flash"),
     # memory sizes need a unit
     ("shm-size-no-unit", "mem-size", CPU2, {"container": {"shm_size": "1073741824"}},
-     "container.shm_size: '1073741824' does not match ^[1-9][0-9]*(\\.[0-9]+)?[kmgtKMGT]([iI]?[bB])?$; a size with a "
-     "unit, e.g. 32g (a bare number is bytes to docker)"),
+     "container.shm_size: '1073741824' is not a size with a unit (e.g. 32g; a bare number is bytes to docker) "
+     "(kind size); write e.g. 32g; docker --shm-size"),
     ("shm-size-int", "mem-size", CPU2, {"container": {"shm_size": 32}}, "container.shm_size: expected str, got int (32)"),
-    ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' does not match"),
-    ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' does not match"),
+    ("memory-no-unit", "mem-size", CPU2, {"container": {"memory": "112"}}, "container.memory: '112' is not a size with a unit"),
+    ("memory-word", "mem-size", CPU2, {"container": {"memory": "lots"}}, "container.memory: 'lots' is not a size with a unit"),
+    # docker flags, package pins and fix sources: each leaf by its kind (plugins/module_utils/kinds.py)
+    ("expected-packages-key", "lane-kind", CPU2, {"image": {"expected_packages": {"torch 2": "2.13.0"}}},
+     "image.expected_packages: key 'torch 2' is not a Python distribution name (letters, digits and _ . -, starting "
+     "and ending with a letter or digit) (kind package_name); e.g. nvidia-nccl-cu13"),
+    ("cuda-version-major-only", "lane-kind", CPU2, {"image": {"cuda_version": "13"}},
+     "image.cuda_version: '13' is not a CUDA version X.Y or X.Y.Z (ASCII digits) (kind cuda_version); e.g. 13.0"),
+    ("cap-add-all", "lane-kind", CPU2, {"container": {"cap_add": ["ALL"]}},
+     "container.cap_add[0]: 'ALL' is not a Linux capability name (capabilities(7), upper case, CAP_ optional; ALL is "
+     "refused) (kind capability); write e.g. IPC_LOCK"),
+    ("ulimit-soft-above-hard", "lane-kind", CPU2, {"container": {"ulimits": ["nofile=4096:1024"]}},
+     "container.ulimits[0]: 'nofile=4096:1024' has a soft limit above its hard limit (kind ulimit)"),
+    ("gpus-device-list", "lane-kind", CPU2, {"container": {"gpus": "device=0,1"}},
+     "container.gpus: 'device=0,1' is not a docker --gpus value (all, a count, or device=<index>) (kind docker_gpus)"),
+    ("entrypoint-shell-line", "lane-kind", CPU2, {"container": {"entrypoint": ["sh -c id"]}},
+     "container.entrypoint[0]: 'sh -c id' is not one command-line word"),
+    ("device-dotdot", "lane-kind", CPU2, {"container": {"devices": ["/dev/../etc/shadow"]}},
+     "container.devices[0]: '/dev/../etc/shadow' holds a '.' or '..' segment or '//' (kind device)"),
+    ("fix-src-subst", "lane-kind", CPU2, {"fix_files": [{"name": "x", "src": "$(id)", "sha256": "",
+                                                         "container_path": "/x.py"}]},
+     "fix_files[0].src: '$(id)' is not a controller path"),
     # ports in range and distinct
     ("api-port-zero", "port", CPU2, {"serve": {"api_port": 0}}, "serve.api_port: 0 is below the minimum 1"),
     ("master-port-string", "port", CPU2, {"serve": {"master_port": "29501"}},
@@ -254,7 +277,7 @@ SCHEMA_CASES = [
     ("env-bool", "env", CPU2, {"container": {"env": {"TORCH_COMPILE_DISABLE": True}}},
      "container.env.TORCH_COMPILE_DISABLE: expected str or int or float, got bool (True)"),
     ("env-list", "env", CPU2, {"container": {"env": {"X": ["a"]}}}, "container.env.X: expected str or int or float, got list"),
-    ("env-name-dash", "env", CPU2, {"container": {"env": {"MY-VAR": "1"}}}, "container.env: 'MY-VAR' is not an environment variable name"),
+    ("env-name-dash", "env", CPU2, {"container": {"env": {"MY-VAR": "1"}}}, "container.env: key 'MY-VAR' is not an environment variable name"),
     # extra_args never repeat a managed flag
     ("extra-max-model-len", "extra-args", CPU2, {"serve": {"extra_args": ["--max-model-len", "4096"]}},
      "serve.extra_args[0]: '--max-model-len' repeats --max-model-len, " + MANAGED),

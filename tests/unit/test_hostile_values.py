@@ -46,10 +46,35 @@ SECRETS = ['ab"cd', "ab cd", "ab\ncd", "ab'cd", "ab`cd", "kéy", "a" * 513, "$AN
 STRING_KINDS = {"text", "raw_text", "unix_user", "unix_group", "unit_name", "abs_path", "controller_path",
                 "file_name", "file_suffix", "container_name", "image_ref", "interface", "address", "host", "cidr",
                 "url", "sysctl_key", "env_name", "regex", "token", "group_name", "inventory_host", "command",
-                "hf_repo", "pip_requirement", "cli_option", "mount_options", "glob", "size", "file_mode", "timestamp"}
+                "hf_repo", "pip_requirement", "cli_option", "mount_options", "glob", "size", "file_mode", "timestamp",
+                "lane_name", "item_name", "hf_revision", "model_name", "sha256", "cuda_version", "package_name",
+                "package_version", "image_selector", "docker_gpus", "command_word", "image_path", "source_path",
+                "fix_source", "ulimit", "capability", "device"}
 FREE_TEXT = {"text", "raw_text", "controller_path", "regex"}
-# Corpus strings that are the kind's own syntax (a version specifier, an option list), so not hostile there.
-OWN_SYNTAX = {"pip_requirement": {"a>b"}, "mount_options": {"a,b", "a=b"}}
+# Corpus strings that are the kind's own syntax (a version specifier, an option list, an argv word), so not
+# hostile there.
+OWN_SYNTAX = {"pip_requirement": {"a>b"}, "mount_options": {"a,b", "a=b"}, "command_word": {"a=b"}}
+# The near misses of one kind: its own syntax, bent.
+KIND_EXTRA = {
+    "lane_name": ["Tp2_mtp", "tp2-mtp", "_tp2", "a" * 65],
+    "item_name": ["../x.py", "-v", ".hidden", "a/b"],
+    "hf_revision": ["main branch", "a" * 256],
+    "model_name": ["/glm", "-glm", "a" * 129],
+    "sha256": ["A" * 64, "a" * 63, "a" * 65, "sha256:" + "a" * 64],
+    "cuda_version": ["\u0661\u0663.\u0660", "13", "v13.0", "13.0.0.1", "13.0\n"],
+    "package_name": ["-torch", "torch-", "torch==2.1", "a b"],
+    "package_version": ["-1.0", "1.0 ", ">=1.0"],
+    "image_selector": ["vllm==", "vllm>=0.32", "sha256:" + "a" * 63, "Upper/Case:1"],
+    "docker_gpus": ["0", "device=0,1", "device=", "ALL", "all,capabilities=utility"],
+    "command_word": ["", "-c sh", "%h"],
+    "image_path": ["../../../etc", "/var/../etc/shadow", "/a//b", "/a/./b", "a:b"],
+    "source_path": ["a//b", "a:b", "C:\\x"],
+    "fix_source": ["image:relative/x", "image:/a/../b", "file://relative", "ftp://host/x", "https://h/x?q=1"],
+    "ulimit": ["as=1", "memlock", "memlock=-2", "nofile=2048:1024", "nofile=-1:1024", "nofile=1:2:3",
+               "nofile=infinity", "NOFILE=1"],
+    "capability": ["ALL", "cap_ipc_lock", "NET_RAWX", "CAP_", "IPC-LOCK"],
+    "device": ["/dev/x:rr", "/dev/x:/y:/z", "/dev/x:rwmx", "dev/x", "/dev/../x", "/dev/x:"] + PATHS,
+}
 NUMBER_KINDS = {"duration", "integer", "number", "ratio", "gib", "port"}
 
 
@@ -70,6 +95,7 @@ def corpus(spec):
             out += NAMING
         if name == "abs_path":
             out += PATHS
+        out += KIND_EXTRA.get(name, [])
         return [v for v in out if not (name == "regex" and isinstance(v, str) and "\\" in v)
                 and not (isinstance(v, str) and v in OWN_SYNTAX.get(name, ()))]
     if name in NUMBER_KINDS:
@@ -136,6 +162,21 @@ def test_messages_name_host_key_rule_fix_and_redact_secrets():
     ({"kind": "list", "elements": {"kind": "mapping", "fields": {"host": "inventory_host", "address": "host",
                                                                  "user": "unix_user"}}},
      [{"host": "spark-2", "address": "198.18.11.11", "user": "spark"}]),
+    # the lane's leaves, with values the shipped lanes and docs/lanes.md use
+    ("lane_name", "tp4_dflash2_1m"), ("item_name", "sparse_attn_indexer_kpool.py"),
+    ({"kind": "hf_revision", "empty": True}, ""), ("hf_revision", "7d74cdd881ed7e32c31175984a67823127b66cfe"),
+    ("model_name", "glm-5.3-flash"), ({"kind": "sha256", "empty": True}, ""), ("sha256", "0b32fa96" * 8),
+    ("cuda_version", "13.0"), ("cuda_version", "12.9.1"), ("package_name", "nvidia-nccl-cu13"),
+    ("package_version", "2.13.0+cpu"), ("package_version", "1!2.0.post1"), ("image_selector", "vllm==0.32.0"),
+    ("image_selector", "sha256:" + "a" * 64), ("image_selector", "ghcr.io/o/n:tag"), ("docker_gpus", "all"),
+    ("docker_gpus", "device=0"), ("command_word", "vllm"), ("command_word", "--port=8000"),
+    ("image_path", "vllm/platforms/cpu.py"), ("image_path", "/usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so*"),
+    ("source_path", "docker/Dockerfile.v1"), ("source_path", "../y3/docker/"), ("fix_source", "files/y3/x.py"),
+    ("fix_source", "image:/usr/local/lib/python*/*-packages/nvidia/cu*/include/nvrtc.h"),
+    ("fix_source", "https://raw.githubusercontent.com/o/r/0123abc/x.py"), ("fix_source", "file:///srv/fixes/x.py"),
+    ("ulimit", "memlock=-1:-1"), ("ulimit", "nofile=1024:-1"), ("ulimit", "stack=67108864"),
+    ("capability", "IPC_LOCK"), ("capability", "CAP_SYS_NICE"), ("device", "/dev/infiniband:/dev/infiniband"),
+    ("device", "/dev/infiniband/uverbs0:rw"), ("device", "/dev/a:/dev/b:rwm"), ("size", "1g"),
 ])
 def test_legal_values_pass(spec, good):
     assert kinds.problem(spec, good, "k") is None
@@ -150,6 +191,14 @@ def test_legal_values_pass(spec, good):
     ({"kind": "abs_path", "under": "/etc/sysctl.d"}, "/etc/sysctl.conf", "is not under /etc/sysctl.d"),
     ("unit_name", "name\n", "newline"),
     ("port", 0, "is outside 1..65535"),
+    ("cuda_version", "\u0661\u0663.\u0660", "is not a CUDA version X.Y or X.Y.Z (ASCII digits)"),
+    ("ulimit", "nofile=-1:1024", "has a soft limit above its hard limit"),
+    ("ulimit", "as=1", "names no ulimit docker knows"),
+    ("capability", "ALL", "ALL is refused"),
+    ("docker_gpus", "device=0,1", "is not a docker --gpus value"),
+    ("device", "/dev/x:/dev/../y", "has the path '/dev/../y', which holds a '.' or '..' segment"),
+    ("fix_source", "image:usr/x", "after 'image:' is not absolute"),
+    ("package_name", "torch==2.1", "is not a Python distribution name"),
 ])
 def test_near_misses_are_refused_with_the_rule(spec, bad, rule):
     msg = kinds.problem(spec, bad, "k", "h")
@@ -267,6 +316,11 @@ LEGAL_BY_KIND = {
     "size": "64g", "sysctl_key": "net.core.rmem_max", "text": "GLM", "timestamp": "20261204T000000Z",
     "token": "glm53", "unit_name": "dgxspark-vllm-watchdog", "unix_group": "docker", "unix_user": "vllm",
     "url": "http://198.18.0.10:8000/v1",
+    "lane_name": "tp2_mtp", "item_name": "weight_utils", "hf_revision": "main", "model_name": "tiny-glm",
+    "sha256": "f" * 64, "cuda_version": "13.2", "package_name": "flashinfer-python", "package_version": "0.32.0",
+    "image_selector": "dgxspark-sim/vllm-cpu:0.32.0", "docker_gpus": "1", "command_word": "serve",
+    "image_path": "vllm/model_executor/parameter.py", "source_path": "/srv/build/ctx", "fix_source": "files/fc/parameter.py",
+    "ulimit": "memlock=-1", "capability": "SYS_NICE", "device": "/dev/infiniband",
 }
 
 
@@ -448,12 +502,13 @@ LANE_LEAVES = _lane_leaves()
 
 
 def lane_corpus(path, node):
-    """The hostile values of one lane leaf: its kind's corpus, or for a pattern or enum leaf every control,
-    size and type value plus the shell and file syntax (no pattern of the lane allows a newline or '$(')."""
+    """The hostile values of one lane leaf: its kind's corpus, or for an enum leaf every control, size and type
+    value plus the shell and file syntax (a lane leaf is one or the other: test_kinds_declared.py)."""
     if "x-kind" in node:
         values = corpus(node["x-kind"])
     else:
-        values = ANY_STRING + [v for v in NAMING if not re.fullmatch(r"\S+", v)]
+        assert "enum" in node, path
+        values = ANY_STRING + NAMING
     # a mapping key is a string (YAML would make a list or a mapping key a parse error first)
     return [v for v in values if isinstance(v, str)] if path.endswith("<propertyNames>") else values
 
@@ -462,7 +517,7 @@ def _lane_refuses(node, value):
     """Whether the lane's own validator (module_utils/lane.py) refuses the value at this node; a propertyNames
     node is a mapping key, so the value goes in as a key."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import lane
-    if "type" not in node and ("pattern" in node or "x-kind" in node):
+    if "type" not in node and "x-kind" in node:
         errors = lane._LaneValidator({"type": "object", "propertyNames": node}).iter_errors({value: 1})
     else:
         errors = lane._LaneValidator(node).iter_errors(value)

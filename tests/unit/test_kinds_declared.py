@@ -88,12 +88,38 @@ def test_every_lane_string_has_a_rule():
             continue
         if not path:
             continue
-        if not any(k in node for k in ("x-kind", "enum", "pattern", "const")):
+        if not any(k in node for k in ("x-kind", "enum", "const")):
             missing.append(".".join(path))
     assert missing == []
+
+
+def _keywords(node, path=()):
+    """(path, keyword) of every keyword anywhere in a schema, allOf/if/then included."""
+    if isinstance(node, dict):
+        for key, sub in node.items():
+            yield path, key
+            yield from _keywords(sub, path + (key,))
+    elif isinstance(node, list):
+        for idx, sub in enumerate(node):
+            yield from _keywords(sub, path + (idx,))
+
+
+def test_no_lane_leaf_has_its_own_pattern():
+    # a string rule lives in its kind (module_utils/kinds.py), never as an inline regex of the schema
+    found = [".".join(str(p) for p in path) for path, key in _keywords(lane.LANE_SCHEMA)
+             if key in ("pattern", "patternProperties", "format") and (not path or path[-1] != "properties")]
+    assert found == []
+    # the walk sees a keyword where it is: the enums of the schema are found
+    assert any(key == "enum" for _path, key in _keywords(lane.LANE_SCHEMA))
 
 
 def test_lane_x_kinds_are_known():
     for path, node in _walk(lane.LANE_SCHEMA):
         if "x-kind" in node:
             kinds.normalise(node["x-kind"])
+
+
+def test_every_kind_is_in_the_docs_table():
+    with open(os.path.join(ROOT, "docs", "inputs.md")) as f:
+        table = [line for line in f if line.startswith("| `")]
+    assert sorted(k for k in kinds.KINDS if not any("`%s`" % k in line.split(" | ")[0] for line in table)) == []

@@ -156,7 +156,8 @@ def test_layout_errors_are_exact():
     ({"serve": {"kv_cache_dtype": "fp4"}}, "serve.kv_cache_dtype: 'fp4' is not one of auto, bfloat16, fp8,"),
     ({"serve": {"max_model_len": 10 ** 12}}, "serve.max_model_len: 1000000000000 is above the maximum 1048576"),
     ({"checkpoint": {"host_path": "rel/path"}}, "checkpoint.host_path: 'rel/path' is not an absolute path"),
-    ({"container": {"memory": "512"}}, "container.memory: '512' does not match"),
+    ({"container": {"memory": "512"}}, "container.memory: '512' is not a size with a unit (e.g. 32g; a bare number "
+     "is bytes to docker) (kind size); write e.g. 32g; docker --memory and --memory-swap"),
     ({"container": {"name": "a b"}}, "container.name: 'a b' is not a Docker container name"),
     ({"container": {"env": {"A": None}}}, "container.env.A: expected str or int or float, got null (None)"),
     ({"serve": {"extra_args": ["--kv-cache-dtype=fp8"]}},
