@@ -134,7 +134,7 @@ def parse_storage_driver(text):
         m = re.match(r"^\s*Storage Driver:\s*(\S+)\s*$", line)
         if m:
             return m.group(1)
-    if re.match(r"^[A-Za-z0-9_.-]+$", body):
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", body):
         return body
     raise ImageError("no 'Storage Driver:' line in docker info output")
 

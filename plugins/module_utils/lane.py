@@ -462,7 +462,7 @@ def _semantic_errors(lane):
                       "quantized (lane tp2_mtp)" % (repo_id, guard_mode if guard_mode is not None else "null"))
     image = lane.get("image") or {}
     digest = image.get("expected_digest")
-    if digest is not None and not re.match(r"^sha256:[0-9a-f]{64}$", str(digest)):
+    if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(digest)):
         errors.append("image.expected_digest: %r is not 'sha256:' + 64 lowercase hex; copy the part after '@' of "
                       "the image's RepoDigests entry, or set null" % (digest,))
     if image.get("distribution") == "build":
