@@ -40,6 +40,10 @@ def netplan_yaml(doc):
     return escape.netplan_yaml(_plain(doc))
 
 
+def env_file_args(words):
+    return escape.env_file_args(_list(words) if isinstance(words, (list, tuple)) else words)
+
+
 def _plain(value):
     if isinstance(value, dict):
         return dict((_plain(k), _plain(v)) for k, v in value.items())
@@ -65,4 +69,7 @@ class FilterModule(object):
             "sysctl_key": _wrap(escape.sysctl_key),
             "sysctl_value": _wrap(escape.sysctl_value),
             "netplan_yaml": _wrap(netplan_yaml),
+            "env_file_args": _wrap(env_file_args),
+            "yaml_string": _wrap(escape.yaml_string),
+            "promql_string": _wrap(escape.promql_string),
         }

@@ -8,7 +8,9 @@ second wall: each writes one value into one file kind so that it stays one inert
 EscapeError for what that file kind cannot hold at all (a newline in a unit file or a sudoers rule).
 Sources: sudoers(5) (special characters escaped with a backslash), sshd(8) AUTHORIZED_KEYS FILE FORMAT (a quote
 inside command="..." is written \\"), systemd.unit(5) and systemd.service(5) (specifiers '%', '$' expansion,
-C-style escapes inside double quotes), exports(5) (octal escapes in paths).
+C-style escapes inside double quotes), exports(5) (octal escapes in paths), systemd.exec(5) EnvironmentFile=
+(a double-quoted value; "$VAR" in ExecStart= splits it at whitespace), YAML 1.2 and the PromQL string literal (a
+JSON string is both).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -261,3 +263,54 @@ def netplan_yaml(doc):
     if yaml.safe_load(text) != doc:
         raise EscapeError("a netplan file: the document does not read back as written")
     return text
+
+
+# --- systemd.exec(5) EnvironmentFile= read by a unit whose ExecStart= holds $ARGS (Debian's prometheus and
+# prometheus-node-exporter units): systemd splits the value at whitespace into argv words and does not expand
+# '%' there. Each word is kept to a set with no quote, backslash, '$' or whitespace, so it stays one word.
+_ENV_ARG_WORD = r"[A-Za-z0-9_./:=,@+%\[\]-]{1,4096}"
+
+
+def env_file_args(words):
+    """The words of one command line as the double-quoted value of 'ARGS=' in an EnvironmentFile."""
+    if isinstance(words, (str, bytes)) or not isinstance(words, (list, tuple)) or not words:
+        raise EscapeError("an EnvironmentFile ARGS line: %r is not a non-empty list of argv words" % (words,))
+    out = []
+    for word in words:
+        word = _one_line(word, "an EnvironmentFile ARGS line")
+        if not re.fullmatch(_ENV_ARG_WORD, word):
+            raise EscapeError("an EnvironmentFile ARGS line: %r would not stay one argv word (whitespace, a quote, "
+                              "a backslash or '$'; the word may hold letters, digits and _ . / : = , @ + %% [ ] -)"
+                              % (word,))
+        out.append(word)
+    return '"%s"' % " ".join(out)
+
+
+def env_file_args_words(text):
+    """The argv words systemd makes of an 'ARGS="..."' line as env_file_args writes it (a reader for checks)."""
+    m = re.fullmatch(r'ARGS="([^"\\$]*)"', text.strip())
+    return None if m is None else m.group(1).split()
+
+
+# --- YAML (prometheus.yml) and PromQL string literals: a JSON string (ASCII, escapes) reads back as the same
+# string in YAML 1.2 and in PromQL (Go escapes); refused when it holds a control character, then read back.
+def json_string(value, where):
+    import json
+    import yaml
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise EscapeError("%s: %r is not a string" % (where, value))
+    value = _one_line(value, where)
+    text = json.dumps(value, ensure_ascii=True)
+    if yaml.safe_load(text) != value:
+        raise EscapeError("%s: %r does not read back as written" % (where, value))
+    return text
+
+
+def yaml_string(value):
+    """One YAML scalar that reads back as exactly this string (a JSON string)."""
+    return json_string(value, "a YAML file")
+
+
+def promql_string(value):
+    """One PromQL string literal (a label value in a matcher) that reads back as exactly this string."""
+    return json_string(value, "a PromQL expression")

@@ -555,7 +555,8 @@ def _outcome(fn):
         why = fn()
     except Exception as e:  # pylint: disable=broad-except
         text = str(e)
-        marks = ("holds a newline", "whitespace", "backslash", "a netplan file", "a sysctl.d line")
+        marks = ("holds a newline", "whitespace", "backslash", "a netplan file", "a sysctl.d line",
+                 "an EnvironmentFile ARGS line", "a YAML file:", "a PromQL expression:")
         return "refused" if any(w in text for w in marks) else "ERROR: %s" % text
     return "inert" if not why else "NOT INERT: %s" % why
 
@@ -592,6 +593,116 @@ def _sysctl_check(value):
     return [] if settings == [line] and line.split("=", 1)[1].strip() == str(value) else ["%r" % settings]
 
 
+# --- vllm_monitoring: prometheus.yml (YAML), the two /etc/default files (EnvironmentFile ARGS=), the rule file
+# (PromQL label values inside YAML). Each string slot, with the values the role's vars would compute from it.
+MONITORING_DEFAULTS = {"rules_dir": "/etc/prometheus/rules", "listen_host": "0.0.0.0", "head": "spark-a",
+                       "head_address": "198.18.0.10", "api_key_file": "/etc/prometheus/dgxspark-vllm-api-key",
+                       "config_file": "/etc/prometheus/prometheus.yml", "textfile_dir": "/var/lib/dgxspark-vllm",
+                       "fabric_netdev": "enp1s0f1np1"}
+
+
+def _bracket(host):
+    return "[%s]" % host if ":" in host else host
+
+
+def _render_monitoring(**slots):
+    m = dict(MONITORING_DEFAULTS, **slots)
+    hosts = sorted([m["head"], "spark-b"])
+    addresses = {m["head"]: _bracket(m["head_address"]), "spark-b": "198.18.0.11"}
+    ctx = {"ansible_managed": "managed", "vllm_monitoring_scrape_interval_s": 15, "vllm_monitoring_port": 9090,
+           "vllm_monitoring_rules_dir": m["rules_dir"], "vllm_monitoring_api_port": 8000, "vllm_api_key": "k" * 32,
+           "vllm_monitoring_api_key_file": m["api_key_file"], "vllm_monitoring_node_exporter_port": 9100,
+           "vllm_monitoring_config_file": m["config_file"], "vllm_monitoring_retention_days": 15,
+           "vllm_monitoring_textfile_dir": m["textfile_dir"], "groups": {"spark_cluster": hosts},
+           "_vllm_monitoring_head": m["head"], "_vllm_monitoring_address": addresses,
+           "_vllm_monitoring_self_host": "localhost" if m["listen_host"] in ("0.0.0.0", "::") else _bracket(
+               m["listen_host"]),
+           "_vllm_monitoring_listen": _bracket(m["listen_host"]) + ":9090",
+           "vllm_monitoring_down_for_s": 120, "vllm_monitoring_restarts_window_s": 21600,
+           "vllm_monitoring_restarts_max": 2, "vllm_monitoring_kv_usage_max": 0.95, "vllm_monitoring_kv_for_s": 600,
+           "vllm_monitoring_spec_accept_min": 0.3, "vllm_monitoring_decode_baseline_tok_s": None,
+           "vllm_monitoring_decode_min_ratio": 0.5, "vllm_monitoring_mem_available_min_gib": 3.0,
+           "vllm_monitoring_fabric_mtu": {m["fabric_netdev"]: 9000},
+           "vllm_lane_spec": {"serve": {"speculative_config": {"method": "mtp"}}}}
+    env, out = _env(), {}
+    for name in ("prometheus.yml.j2", "prometheus.default.j2", "prometheus-node-exporter.default.j2",
+                 "dgxspark-vllm-alerts.yml.j2"):
+        with open(os.path.join(ROOT, "roles", "vllm_monitoring", "templates", name)) as f:
+            out[name] = env.from_string(f.read()).render(ctx)
+    return m, hosts, addresses, out
+
+
+def _args_line(text):
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return escape.env_file_args_words(lines[0]) if len(lines) == 1 else None
+
+
+def _monitoring_check(slot, value):
+    """What differs between the rendered monitoring files and the intended ones, for one value in one slot."""
+    m, hosts, addresses, out = _render_monitoring(**{slot: value})
+    why = []
+    prom = yaml.safe_load(out["prometheus.yml.j2"])
+    want = {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
+            "rule_files": [m["rules_dir"] + "/dgxspark-vllm*.yml"],
+            "scrape_configs": [
+                {"job_name": "prometheus", "static_configs": [{"targets": [
+                    ("localhost" if m["listen_host"] in ("0.0.0.0", "::") else _bracket(m["listen_host"])) + ":9090"]}]},
+                {"job_name": "vllm", "metrics_path": "/metrics",
+                 "authorization": {"type": "Bearer", "credentials_file": m["api_key_file"]},
+                 "static_configs": [{"targets": [addresses[m["head"]] + ":8000"], "labels": {"node": m["head"]}}]},
+                {"job_name": "node", "static_configs": [{"targets": [addresses[h] + ":9100"], "labels": {"node": h}}
+                                                        for h in hosts]}]}
+    if prom != want:
+        why.append("prometheus.yml reads back as %r" % prom)
+    if _args_line(out["prometheus.default.j2"]) != ["--config.file=" + m["config_file"],
+                                                     "--web.listen-address=" + _bracket(m["listen_host"]) + ":9090",
+                                                     "--storage.tsdb.retention.time=15d"]:
+        why.append("/etc/default/prometheus: %r" % out["prometheus.default.j2"])
+    if _args_line(out["prometheus-node-exporter.default.j2"]) != ["--web.listen-address=:9100",
+                                                                   "--collector.textfile.directory=" + m["textfile_dir"]]:
+        why.append("/etc/default/prometheus-node-exporter: %r" % out["prometheus-node-exporter.default.j2"])
+    rules = yaml.safe_load(out["dgxspark-vllm-alerts.yml.j2"])["groups"][0]["rules"]
+    exprs = dict((r["alert"], r["expr"]) for r in rules)
+    device = m["fabric_netdev"]
+    for alert, tail in (("VllmFabricPortDown", " == 0"), ("VllmFabricMtuChanged", " != 9000")):
+        head = 'node_network_%s{job="node",device=' % ("up" if alert.endswith("Down") else "mtu_bytes")
+        expr = exprs.get(alert, "")
+        literal = expr[len(head):-len("}" + tail)] if expr.startswith(head) and expr.endswith("}" + tail) else None
+        # the label value is one string literal that reads back as the netdev, with no quote left unescaped
+        if literal is None or yaml.safe_load(literal) != device or '"' in literal[1:-1].replace('\\"', ""):
+            why.append("%s expr %r" % (alert, expr))
+    if len(rules) != 11:
+        why.append("%d alert rules" % len(rules))
+    return why
+
+
+MONITORING_SLOTS = sorted(MONITORING_DEFAULTS)
+
+
+@pytest.mark.parametrize("slot", MONITORING_SLOTS)
+def test_monitoring_files_from_any_value_are_refused_or_read_back_as_intended(slot):
+    values = RENDER_VALUES + FILE_KIND_HOSTILE
+    outcomes = [_outcome(lambda v=value: _monitoring_check(slot, v)) for value in values]
+    assert [(v, o) for v, o in zip(values, outcomes) if o not in ("refused", "inert")] == []
+    # a newline is refused in every slot; a quote or '$' is written inert in YAML and PromQL, refused as an argv word
+    assert outcomes.count("refused") > 0
+    assert _monitoring_check(slot, MONITORING_DEFAULTS[slot]) == []
+
+
+def test_monitoring_files_refuse_the_word_splitters_and_keep_ipv6():
+    with pytest.raises(Exception, match="would not stay one argv word"):
+        _render_monitoring(config_file="/etc/prometheus/p.yml --web.enable-admin-api")
+    with pytest.raises(Exception, match="would not stay one argv word"):
+        _render_monitoring(textfile_dir="/var/lib/$HOME")
+    assert _monitoring_check("listen_host", "fd00::1") == []
+    assert _monitoring_check("head_address", "fe80::1%enp1s0f0np0") == []
+    # the files a converged node holds from the defaults: the same bytes as before this filter
+    out = _render_monitoring()[3]
+    assert 'ARGS="--web.listen-address=:9100 --collector.textfile.directory=/var/lib/dgxspark-vllm"' in out[
+        "prometheus-node-exporter.default.j2"]
+    assert '  - "/etc/prometheus/rules/dgxspark-vllm*.yml"\n' in out["prometheus.yml.j2"]
+
+
 def file_outcomes():
     """[(file, slot, value, outcome)] for every corpus string rendered into every slot of every file kind."""
     out = []
@@ -611,6 +722,10 @@ def file_outcomes():
         for value in FILE_KIND_HOSTILE:
             out.append(("rdma_fabric netplan", slot, value,
                         _outcome(lambda d=_netplan_doc(**{slot: value}): _netplan_check(d))))
+    for slot in MONITORING_SLOTS:
+        for value in RENDER_VALUES + FILE_KIND_HOSTILE:
+            out.append(("vllm_monitoring prometheus.yml, default files, rules", slot, value,
+                        _outcome(lambda s=slot, v=value: _monitoring_check(s, v))))
     for value in FILE_KIND_HOSTILE:
         out.append(("node_prep sysctl.d", "node_prep_swappiness", value, _outcome(lambda v=value: _sysctl_check(v))))
     return out
@@ -625,7 +740,54 @@ def test_no_file_rendering_of_a_hostile_value_is_live():
     # each file kind both refuses some values and writes others inert (a filter that refuses everything, or
     # nothing, is not what these files get)
     assert sorted(by_file) == ["node_prep sudoers-memory", "node_prep sysctl.d", "rdma_fabric netplan",
+                               "vllm_monitoring prometheus.yml, default files, rules",
                                "vllm_watchdog sudoers, authorized_keys, unit"]
+    assert by_file["vllm_monitoring prometheus.yml, default files, rules"] == {"refused", "inert"}
     assert by_file["vllm_watchdog sudoers, authorized_keys, unit"] == {"refused", "inert"}
     assert by_file["node_prep sudoers-memory"] == {"refused", "inert"}
     assert "refused" in by_file["rdma_fabric netplan"] and "refused" in by_file["node_prep sysctl.d"]
+
+
+
+def _template_outputs(text):
+    """The expressions of every {{ }} in a template (Jinja's own parse, so a '}}' inside a literal is no end)."""
+    from jinja2 import nodes
+    env = _env()
+    tree = env.parse(text)
+    return [n for out in tree.find_all(nodes.Output) for n in out.nodes if not isinstance(n, nodes.TemplateData)]
+
+
+def _safe_output(node):
+    from jinja2 import nodes
+    if isinstance(node, nodes.Const):
+        return True
+    if isinstance(node, nodes.CondExpr):
+        return _safe_output(node.expr1) and (node.expr2 is None or _safe_output(node.expr2))
+    if isinstance(node, nodes.Name):
+        return node.name == "ansible_managed"
+    if isinstance(node, nodes.Filter):
+        # numbers, and the file-kind filters (a whole checked line included)
+        return node.name in ("int", "float") or (node.name.startswith("dgxspark.vllm.") and node.name[14:] in set(
+            FilterModule().filters()) | {"model_weights_exports_line"})
+    if isinstance(node, (nodes.Add, nodes.Sub, nodes.Mul, nodes.Div)):  # arithmetic on numbers
+        return _safe_output(node.left) and _safe_output(node.right)
+    if isinstance(node, nodes.Concat):
+        return all(_safe_output(n) for n in node.nodes)
+    return False
+
+
+def test_every_template_expression_ends_in_its_file_kind_filter():
+    """Every {{ }} of every role template is a number, a literal, the banner, or goes through a file-kind filter
+    last, so no value reaches a file as raw text."""
+    seen, loose = 0, []
+    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "templates", "*.j2"))):
+        with open(path) as f:
+            for node in _template_outputs(f.read()):
+                seen += 1
+                if not _safe_output(node):
+                    loose.append("%s line %d" % (os.path.relpath(path, ROOT), node.lineno))
+    assert loose == [] and seen > 30
+    # a raw value is caught
+    assert not _safe_output(_template_outputs("x {{ vllm_monitoring_config_file }}")[0])
+    assert not _safe_output(_template_outputs("x {{ vllm_monitoring_config_file | to_json }}")[0])
+    assert not _safe_output(_template_outputs("x {{ ('a' ~ port) | int ~ path }}")[0])
