@@ -146,8 +146,9 @@ class DockerRank(object):
     def start(self, spec):
         return self.cli.run(run_argv(spec, self.docker)[1:])
 
-    def logs_text(self, name):
-        _rc, out, err = self.cli.call("logs", name, check=False)
+    def logs_text(self, name, tail=None):
+        args = ("logs", "--tail", str(int(tail)), name) if tail else ("logs", name)
+        _rc, out, err = self.cli.call(*args, check=False)
         return out + err
 
     def wait(self, name, regex, timeout, interval=1.0):

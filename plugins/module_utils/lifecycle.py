@@ -141,11 +141,11 @@ def phase(record, now, ranks):
 
 def decide(verdict, group_phase, pending, confirm_cycles):
     """What the watchdog does this cycle. verdict: verdict.classify()'s dict; pending: restart verdicts seen in
-    the cycles before this one. Returns (action, pending): action 'restart_group' (at once for a fact or an
-    expired load, after confirm_cycles for a probe), 'confirm', 'wait' (a load inside its deadline) or 'none'."""
+    the cycles before this one. Returns (action, pending): action 'restart_group' (at once for a fact, an
+    expired load or a loading livelock, after confirm_cycles for a probe), 'confirm', 'wait' (a load inside its deadline) or 'none'."""
     if group_phase == "loading":
         return "wait", 0
-    if group_phase in ("exited", "load_expired"):
+    if group_phase in ("exited", "load_expired", "livelock"):
         return "restart_group", 0
     if verdict.get("action") != "restart_group":
         return "none", 0

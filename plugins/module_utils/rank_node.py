@@ -34,6 +34,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
     port_guard_errors,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
+from ansible_collections.dgxspark.vllm.plugins.module_utils.health import parse_phase
 from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import launch_errors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import swap_cycle_plan
 from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
@@ -97,6 +98,12 @@ class Node(object):
         info = self.dr.inspect(self.cfg["container"])
         keys = ("name", "status", "running", "exit_code", "oom_killed", "started_at", "finished_at", "spec_hash")
         return {"ok": True, "container": dict((k, info[k]) for k in keys) if info else None, "time": self.clock()}
+
+    def boot_progress(self, tail=400):
+        """The rank's boot phase and shard progress from the end of its log (health.parse_phase):
+        {phase, shards_loaded, shards_total}; shards None before the progress bar."""
+        p = parse_phase(self.dr.logs_text(self.cfg["container"], tail=tail))
+        return {"phase": p["phase"], "shards_loaded": p["shards_loaded"], "shards_total": p["shards_total"]}
 
     def mem_available_gib(self):
         kib = meminfo_kib(self.reader("/proc/meminfo")).get("MemAvailable")

@@ -344,8 +344,8 @@ def gpu_medians(samples_by_host):
                 for h, rows in (samples_by_host or {}).items())
 
 
-# No caller yet: the frozen-load rule (catalogue uvm_livelock) needs two samples of loaded shards and GPU power
-# minutes apart, which only the watchdog (issue 16) takes; kept here, unit-tested, for it.
+# The frozen-load rule (catalogue uvm_livelock): two samples of loaded shards and GPU power a window apart; the
+# watchdog takes them each cycle while a group loads (livelock_watch).
 def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
                      power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
     """UVM livelock during loading (field case: shard loading frozen, GPU ~96 % at ~10 W, catalogue uvm_livelock, issue
@@ -360,6 +360,36 @@ def loading_livelock(shards_first, shards_second, window_s, gpu_sample,
                                               gpu_sample.get("power_w"))}
     why = "shards moved %s -> %s" % (shards_first, shards_second) if not frozen else "GPU %s" % st
     return {"livelock": False, "msg": "no livelock: %s" % why}
+
+
+def livelock_watch(marks, now, boots, gpus, window_s, power_floor_w=DEFAULT_POWER_FLOOR_W,
+                   busy_util_pct=DEFAULT_BUSY_UTIL_PCT):
+    """One cycle of the loading-livelock watch over a loading group (catalogue uvm_livelock).
+    marks: {host: [since, shards_loaded]} from the cycle before ({} at the start of a load); now: seconds;
+    boots: {host: {phase, shards_loaded}} from each rank's log (health.parse_phase); gpus: {host: GPU sample}.
+    A host whose loaded shard count has not moved for window_s seconds while its GPU spins (busy at idle power:
+    loading_livelock) is livelocked; one that moves, is not in 'loading', or has no shard count is not.
+    Returns (marks for the next cycle, cause or None, [livelocked hosts])."""
+    new, hit = {}, []
+    for host in sorted(boots or {}):
+        boot = boots[host] or {}
+        loaded = boot.get("shards_loaded")
+        if boot.get("phase") != "loading" or loaded is None:
+            continue
+        since, seen = (marks or {}).get(host) or (now, loaded)
+        if loaded != seen:
+            since, seen = now, loaded
+        new[host] = [since, seen]
+        if window_s and now - since >= window_s:
+            res = loading_livelock(seen, loaded, int(round(now - since)), (gpus or {}).get(host) or {},
+                                   power_floor_w, busy_util_pct)
+            if res["livelock"]:
+                hit.append((host, res["msg"]))
+    if not hit:
+        return new, None, []
+    cause = ("loading livelock on %s: stop every rank at once, logs saved (catalogue uvm_livelock: check swap with "
+             "`swapon --show` and vm.swappiness, docs/node-prep.md)" % "; ".join("%s %s" % h for h in hit))
+    return new, cause, [h for h, _msg in hit]
 
 
 # --------------------------------------------------------------------------------------------

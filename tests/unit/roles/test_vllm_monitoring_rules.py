@@ -10,9 +10,11 @@ import subprocess
 
 import pytest
 import yaml
+import jinja2
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from ansible_collections.dgxspark.vllm.plugins.filter.file_kinds import FilterModule as FileKinds
 from tests.unit.conftest import ROOT
 
 ROLE = os.path.join(ROOT, "roles", "vllm_monitoring")
@@ -54,12 +56,22 @@ def _role_vars(**overrides):
 
 
 def render(template, **overrides):
+    """The role's template as the template module renders it: variables resolved by Ansible's Templar (the
+    role's defaults and vars reference each other), the text by Jinja with trim_blocks and the collection's
+    file-kind filters (without installing Ansible's collection loader into this test process)."""
     loader, variables = _role_vars(**overrides)
-    with open(os.path.join(ROLE, "templates", template)) as f:
-        text = f.read()
     templar = Templar(loader=loader, variables=variables)
-    return templar.template(trust_as_template(text), escape_backslashes=False,
-                            overrides={"trim_blocks": True, "lstrip_blocks": False})
+    resolved = {}
+    for name, value in variables.items():
+        try:
+            resolved[name] = templar.template(value)
+        except Exception:  # pylint: disable=broad-except
+            continue  # a variable this template does not use (StrictUndefined names it if it does)
+    env = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    for name, fn in FileKinds().filters().items():
+        env.filters["dgxspark.vllm." + name] = fn
+    with open(os.path.join(ROLE, "templates", template)) as f:
+        return env.from_string(f.read()).render(**resolved)
 
 
 def promtool(*args, cwd=None):

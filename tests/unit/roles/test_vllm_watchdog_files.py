@@ -210,7 +210,7 @@ def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):
     assert V.parse_gpu_query(out) == {"utilization_pct": 96.0, "power_w": 12.4, "clocks_sm_mhz": 208.0}
 
 
-def _wd(monkeypatch, tmp_path, containers, health=200, canary=200, **cfg):
+def _wd(monkeypatch, tmp_path, containers, health=200, canary=200, boots=None, gpu=None, **cfg):
     """The real Watchdog over fake agents: containers {host: running True/False/None (unreachable)}; the restart
     itself is recorded, not run (lifecycle.restart has its own tests)."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H, lifecycle, verdict
@@ -222,7 +222,8 @@ def _wd(monkeypatch, tmp_path, containers, health=200, canary=200, **cfg):
         up = containers[node["host"]]
         if up is None:
             return {"ok": False, "unreachable": True, "error": "rc 255"}
-        return {"ok": True, "container": {"running": up, "exit_code": 0 if up else 137}}
+        return {"ok": True, "container": {"running": up, "exit_code": 0 if up else 137},
+                "boot": (boots or {}).get(node["host"]), "gpu": (gpu or {}).get(node["host"])}
 
     def http(path, body=None, timeout=10):
         if path == "/health":
@@ -259,6 +260,36 @@ def test_a_load_past_its_deadline_is_restarted_at_once(monkeypatch, tmp_path):
     wd.cycle()
     assert len(restarts) == 1
     assert restarts[0].startswith("head_down: the load started 700 s ago by vllm_ranks did not serve by its deadline")
+
+
+def _shards(k):
+    return "Loading safetensors checkpoint shards:  40% Completed | {}/120 [02:11<03:10, 2.1s/it]\n".format(k)
+
+
+@pytest.mark.parametrize("power,restarted", [("12.40", True), ("61.20", False)])
+def test_a_loading_livelock_stops_the_group_at_once_inside_its_deadline(monkeypatch, tmp_path, capsys, power,
+                                                                         restarted):
+    """Shards frozen on the worker while its GPU spins at idle power: a fact, restarted in that cycle though the
+    load is inside its deadline; the same freeze at normal power (an I/O stall) waits for the deadline."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H, lifecycle
+    import time
+    boots = {"h": {"phase": "loading", "shards_loaded": 60}, "w": {"phase": "loading", "shards_loaded": 48}}
+    wd, restarts, spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, health=None, boots=boots,
+                             gpu={"h": "96, 61.20, 2405\n", "w": "96, %s, 2405\n" % power}, livelock_window_s=120)
+    lifecycle.write_json(lifecycle.load_record_path(str(spec)), lifecycle.load_record(time.time() - 400, 1800, "watchdog"))
+    wd.cycle()
+    assert restarts == [] and sorted(wd.shard_marks) == ["h", "w"]
+    # two minutes later (the marks aged by hand): the head moved on, the worker did not
+    wd.shard_marks = dict((h, [t - 130, k]) for h, (t, k) in wd.shard_marks.items())
+    boots["h"] = dict(H.parse_phase(_shards(61)), phase="loading")
+    wd.cycle()
+    out = capsys.readouterr().out
+    if restarted:
+        assert len(restarts) == 1 and restarts[0].startswith(
+            "livelock: loading livelock on w shard progress frozen at 48 for 130 s while the GPU reads 96.0 % at 12.4 W")
+        assert "verdict=livelock action=restart_group" in out
+    else:
+        assert restarts == [] and "action=wait cause=loading since 4" in out.splitlines()[-1]
 
 
 def test_a_rank_that_exited_is_restarted_in_the_same_cycle(monkeypatch, tmp_path):

@@ -445,3 +445,15 @@ def test_engine_processes_reads_a_proc_tree(tmp_path):
     (tmp_path / "self").mkdir()
     got = [(p["pid"], p["name"]) for p in R.engine_processes(str(tmp_path), me=1)]
     assert got == [(10, "vllm"), (12, "VLLM::EngineCore")]
+
+
+def test_boot_progress_reads_the_end_of_the_log_for_the_shard_count(tmp_path):
+    docker = Docker()
+    docker.log_text = ("INFO Starting to load model /models/glm\n"
+                       "Loading safetensors checkpoint shards:   0% Completed | 0/7 [00:00<?, ?it/s]\r"
+                       "Loading safetensors checkpoint shards:  57% Completed | 4/7 [01:02<00:47, 15.9s/it]")
+    assert _node(tmp_path, docker).boot_progress() == {"phase": "loading", "shards_loaded": 4, "shards_total": 7}
+    assert docker.calls[-1] == ["docker", "logs", "--tail", "400", "vllm_rank"]
+    docker.log_text = "INFO Starting to load model /models/glm\n"
+    assert _node(tmp_path, docker).boot_progress(tail=50)["shards_loaded"] is None
+    assert docker.calls[-1][2:4] == ["--tail", "50"]

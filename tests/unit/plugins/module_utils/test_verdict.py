@@ -205,6 +205,60 @@ def test_loading_livelock_needs_frozen_shards_and_spin():
     assert V.loading_livelock(48, 48, 120, busy)["livelock"] is False     # I/O stall at normal power
 
 
+def _boot(log_text):
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H
+    p = H.parse_phase(log_text)
+    return {"phase": p["phase"], "shards_loaded": p["shards_loaded"]}
+
+
+# a rank's log while its shard loader redraws its bar (tqdm, carriage returns), as `docker logs --tail` gives it
+_LOADING = ("INFO 12-06 10:01:02 [gpu_model_runner.py:2338] Starting to load model /models/glm\n"
+            "Loading safetensors checkpoint shards:   0% Completed | 0/120 [00:00<?, ?it/s]\r"
+            "Loading safetensors checkpoint shards:  40% Completed | {}/120 [02:11<03:10, 2.1s/it]\n")
+
+
+@pytest.mark.parametrize("hosts,window", [(["spark-a", "spark-b"], 300), (["n0", "n1", "n2", "n3"], 120)])
+def test_livelock_watch_acts_on_frozen_shards_with_a_spinning_gpu_only(hosts, window):
+    spin = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-spinning.csv"))
+    busy = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-computing.csv"))
+    stuck = hosts[-1]
+    gpus = dict((h, busy) for h in hosts)
+    gpus[stuck] = spin
+    marks, t0 = {}, 1000.0
+    # cycles 30 s apart: every host but the stuck one loads a shard per cycle
+    for i in range(int(window / 30) + 2):
+        now = t0 + 30 * i
+        boots = dict((h, _boot(_LOADING.format(48 if h == stuck else 48 + i))) for h in hosts)
+        marks, cause, bad = V.livelock_watch(marks, now, boots, gpus, window)
+        if now - t0 < window:
+            assert cause is None and bad == [], (i, cause)
+        else:
+            break
+    assert bad == [stuck] and marks[stuck] == [t0, 48]
+    assert cause.startswith("loading livelock on %s shard progress frozen at 48 for %d s while the GPU reads 96.0 %% "
+                            "at 12.4 W" % (stuck, now - t0)) and "uvm_livelock" in cause
+    # the same freeze at normal power (an I/O stall) and slow progress are left to the loading deadline
+    gpus[stuck] = busy
+    assert V.livelock_watch(marks, now, boots, gpus, window)[1] is None
+    gpus[stuck] = spin
+    boots[stuck] = _boot(_LOADING.format(49))
+    marks2, cause, bad = V.livelock_watch(marks, now, boots, gpus, window)
+    assert cause is None and marks2[stuck] == [now, 49]
+
+
+def test_livelock_watch_stays_quiet_before_the_bar_after_the_load_and_when_off():
+    spin = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-spinning.csv"))
+    old = {"a": [0.0, 5]}
+    # no progress bar yet (the JIT or the rendezvous), a finished load, an unreadable log, no GPU reading
+    for boot in ({"phase": "starting", "shards_loaded": None}, _boot("INFO Starting to load model /m\n"),
+                 _boot(_LOADING.format(5) + "INFO Loading weights took 310.2 seconds\nINFO Application startup complete.\n"),
+                 {"phase": "unknown", "error": "DockerError"}):
+        assert V.livelock_watch(old, 1000.0, {"a": boot}, {"a": spin}, 300)[1] is None, boot
+    assert V.livelock_watch(old, 1000.0, {"a": _boot(_LOADING.format(5))}, {}, 300)[1] is None
+    assert V.livelock_watch(old, 1000.0, {"a": _boot(_LOADING.format(5))}, {"a": spin}, 0)[1] is None
+    assert V.livelock_watch(old, 1000.0, {"a": _boot(_LOADING.format(5))}, {"a": spin}, 300)[2] == ["a"]
+
+
 # ---- order and strikes ------------------------------------------------------------------------
 
 def test_group_order_tp3():
