@@ -654,12 +654,12 @@ def _monitoring_check(slot, value):
                                                         for h in hosts]}]}
     if prom != want:
         why.append("prometheus.yml reads back as %r" % prom)
-    if _args_line(out["prometheus.default.j2"]) != ["--config.file=" + m["config_file"],
-                                                     "--web.listen-address=" + _bracket(m["listen_host"]) + ":9090",
-                                                     "--storage.tsdb.retention.time=15d"]:
+    want_args = ["--config.file=" + m["config_file"], "--web.listen-address=" + _bracket(m["listen_host"]) + ":9090",
+                 "--storage.tsdb.retention.time=15d"]
+    if _args_line(out["prometheus.default.j2"]) != want_args:
         why.append("/etc/default/prometheus: %r" % out["prometheus.default.j2"])
-    if _args_line(out["prometheus-node-exporter.default.j2"]) != ["--web.listen-address=:9100",
-                                                                   "--collector.textfile.directory=" + m["textfile_dir"]]:
+    want_args = ["--web.listen-address=:9100", "--collector.textfile.directory=" + m["textfile_dir"]]
+    if _args_line(out["prometheus-node-exporter.default.j2"]) != want_args:
         why.append("/etc/default/prometheus-node-exporter: %r" % out["prometheus-node-exporter.default.j2"])
     rules = yaml.safe_load(out["dgxspark-vllm-alerts.yml.j2"])["groups"][0]["rules"]
     exprs = dict((r["alert"], r["expr"]) for r in rules)
@@ -746,7 +746,6 @@ def test_no_file_rendering_of_a_hostile_value_is_live():
     assert by_file["vllm_watchdog sudoers, authorized_keys, unit"] == {"refused", "inert"}
     assert by_file["node_prep sudoers-memory"] == {"refused", "inert"}
     assert "refused" in by_file["rdma_fabric netplan"] and "refused" in by_file["node_prep sysctl.d"]
-
 
 
 def _template_outputs(text):

@@ -267,8 +267,8 @@ def _shards(k):
 
 
 @pytest.mark.parametrize("power,restarted", [("12.40", True), ("61.20", False)])
-def test_a_loading_livelock_stops_the_group_at_once_inside_its_deadline(monkeypatch, tmp_path, capsys, power,
-                                                                         restarted):
+def test_a_loading_livelock_stops_the_group_at_once_inside_its_deadline(monkeypatch, tmp_path, capsys,
+                                                                        power, restarted):
     """Shards frozen on the worker while its GPU spins at idle power: a fact, restarted in that cycle though the
     load is inside its deadline; the same freeze at normal power (an I/O stall) waits for the deadline."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health as H, lifecycle
