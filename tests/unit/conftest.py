@@ -50,3 +50,20 @@ def run_local_play(tmp_path, hosts, play_vars, tasks, host_vars=None):
         return p.returncode, {}, tail
     out = json.loads(p.stdout[p.stdout.index("{"):])
     return p.returncode, dict((t["task"]["name"], t["hosts"]) for t in out["plays"][0]["tasks"]), tail
+
+
+def fake_sysfs(tmp_path, tree):
+    """A copy of one fake sysfs tree of tests/fixtures/rdma/link/sysfs with its class/infiniband/<hca>/device
+    links made from device-links.json: the collection's tree holds no symlink to a directory (ansible-test
+    sanity refuses them). Returns the copy's root."""
+    import shutil
+    src = os.path.join(FIXTURES, "rdma", "link", "sysfs", tree)
+    root = os.path.join(str(tmp_path), "sysfs-" + tree)
+    shutil.copytree(src, root)
+    with open(os.path.join(src, "device-links.json")) as f:
+        links = json.load(f)["links"]
+    for hca, pci in links.items():
+        os.makedirs(os.path.join(root, "class", "infiniband", hca), exist_ok=True)
+        os.symlink(os.path.join("..", "..", "..", "bus", "pci", "devices", pci),
+                   os.path.join(root, "class", "infiniband", hca, "device"))
+    return root

@@ -9,7 +9,7 @@ import os
 import socket
 import sys
 
-from tests.unit.conftest import FIXTURES, ROOT, run_local_play
+from tests.unit.conftest import FIXTURES, ROOT, fake_sysfs, run_local_play
 
 TASKS = os.path.join(ROOT, "roles", "rdma_fabric", "tasks", "bandwidth.yml")
 
@@ -84,7 +84,7 @@ def test_a_rail_under_its_floor_is_named_with_its_class(tmp_path):
     play_vars = {"rdma_fabric_bandwidth_tool": str(bins / "ib_write_bw"), "rdma_fabric_bandwidth_size": 65536,
                  "rdma_fabric_bandwidth_qps": 4, "rdma_fabric_bandwidth_port_base": port,
                  "rdma_fabric_bandwidth_link_mbps": 200000, "rdma_fabric_bandwidth_floor_fraction": 0.35,
-                 "rdma_fabric_bandwidth_timeout_s": 30, "rdma_fabric_sysfs_root": os.path.join(link, "sysfs", "x2-of-x4")}
+                 "rdma_fabric_bandwidth_timeout_s": 30, "rdma_fabric_sysfs_root": fake_sysfs(tmp_path, "x2-of-x4")}
     rc, tasks, tail = run_local_play(tmp_path, ["spark-a", "spark-b"], play_vars, [
         {"name": "the role's bandwidth tasks, stand-ins first on PATH",
          "environment": {"PATH": "%s:%s" % (bins, os.environ["PATH"])},

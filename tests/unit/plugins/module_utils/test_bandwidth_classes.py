@@ -7,6 +7,7 @@ formats of ethtool, drivers/pci and mlx5_core, the Spark figures from the captur
 the captured cable/link-down lines (verbatim). Expected rate 98 Gb/s: one twin in the dual-rail report.
 Hardware-only and untested here: the probe between GB10 nodes and these facts read from a real ConnectX-7.
 """
+import json
 import os
 
 import pytest
@@ -24,7 +25,10 @@ def ethtool(name):
 
 
 def pcie(scenario, hca):
-    dev = os.path.join(LINK, "sysfs", scenario, "class", "infiniband", hca, "device")
+    # class/infiniband/<hca>/device is a link in sysfs; the fixture names its target in device-links.json
+    with open(os.path.join(LINK, "sysfs", scenario, "device-links.json")) as fh:
+        pci = json.load(fh)["links"][hca]
+    dev = os.path.join(LINK, "sysfs", scenario, "bus", "pci", "devices", pci)
     files = {}
     for f in ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width"):
         with open(os.path.join(dev, f)) as fh:

@@ -6,7 +6,7 @@ import os
 import stat
 
 from ansible_collections.dgxspark.vllm.plugins.modules import rdma_link_facts
-from tests.unit.conftest import FIXTURES
+from tests.unit.conftest import FIXTURES, fake_sysfs
 from tests.unit.plugins.modules.utils import run_module
 
 LINK = os.path.join(FIXTURES, 'rdma', 'link')
@@ -17,6 +17,10 @@ def stand_in(tmp_path, name, body):
     p.write_text('#!/bin/sh\n' + body)
     p.chmod(p.stat().st_mode | stat.S_IEXEC)
     return str(p)
+
+
+def sysfs(tmp_path, tree):
+    return fake_sysfs(tmp_path, tree)
 
 
 def tools(tmp_path, ethtool_by_netdev, log, uptime='5000.00 9100.00\n'):
@@ -33,7 +37,7 @@ def test_full_width_node_every_hca(tmp_path):
     eth, dmesg, up = tools(tmp_path, {'enp1s0f1np1': 'spark-enp1s0f1np1-200g.txt',
                                       'enP2p1s0f1np1': 'spark-enp1s0f1np1-100g.txt'}, 'spark-boot-gen5-x4.log')
     result, failed = run_module(rdma_link_facts.main, {
-        'sysfs_root': os.path.join(LINK, 'sysfs', 'gen5-x4-full'), 'ethtool_cmd': eth, 'kernel_log_cmd': dmesg,
+        'sysfs_root': sysfs(tmp_path, 'gen5-x4-full'), 'ethtool_cmd': eth, 'kernel_log_cmd': dmesg,
         'uptime_path': up})
     assert not failed and result['changed'] is False
     facts = result['ansible_facts']['rdma_link_facts']
@@ -52,7 +56,7 @@ def test_full_width_node_every_hca(tmp_path):
 def test_x2_half_named_hca_only(tmp_path):
     eth, dmesg, up = tools(tmp_path, {'enP2p1s0f1np1': 'spark-enp1s0f1np1-200g.txt'}, 'spark-x2-of-x4-limited.log')
     result, failed = run_module(rdma_link_facts.main, {
-        'hcas': ['roceP2p1s0f1'], 'sysfs_root': os.path.join(LINK, 'sysfs', 'x2-of-x4'), 'ethtool_cmd': eth,
+        'hcas': ['roceP2p1s0f1'], 'sysfs_root': sysfs(tmp_path, 'x2-of-x4'), 'ethtool_cmd': eth,
         'kernel_log_cmd': dmesg, 'uptime_path': up, '_ansible_check_mode': True})
     assert not failed
     h = result['rdma_link_facts']['hcas']['roceP2p1s0f1']
@@ -63,7 +67,7 @@ def test_x2_half_named_hca_only(tmp_path):
 def test_missing_ethtool_names_the_fix(tmp_path):
     dmesg, up = tools(tmp_path, {}, 'spark-boot-gen5-x4.log')[1:]
     result, failed = run_module(rdma_link_facts.main, {
-        'sysfs_root': os.path.join(LINK, 'sysfs', 'gen5-x4-full'), 'ethtool_cmd': str(tmp_path / 'nope' / 'ethtool'),
+        'sysfs_root': sysfs(tmp_path, 'gen5-x4-full'), 'ethtool_cmd': str(tmp_path / 'nope' / 'ethtool'),
         'kernel_log_cmd': dmesg, 'uptime_path': up})
     assert failed and result['msg'] == ('ethtool not found on this host (%s); install the ethtool package or point '
                                         'ethtool_cmd at it' % (tmp_path / 'nope' / 'ethtool'))
@@ -74,7 +78,7 @@ def test_a_failing_kernel_log_command_says_become(tmp_path):
     dmesg = stand_in(tmp_path, 'dmesg-denied', 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2\n'
                      'exit 1\n')
     result, failed = run_module(rdma_link_facts.main, {
-        'sysfs_root': os.path.join(LINK, 'sysfs', 'gen5-x4-full'), 'ethtool_cmd': eth, 'kernel_log_cmd': dmesg,
+        'sysfs_root': sysfs(tmp_path, 'gen5-x4-full'), 'ethtool_cmd': eth, 'kernel_log_cmd': dmesg,
         'uptime_path': up})
     assert failed and result['msg'].endswith('(rc=1): dmesg: read kernel buffer failed: Operation not permitted; run '
                                              'with become when kernel.dmesg_restrict is 1')
