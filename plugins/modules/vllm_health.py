@@ -102,6 +102,34 @@ options:
         killer found among its processes is named in the failure (catalogue userspace_oom_killer).
     type: path
     default: /proc
+  livelock_window_s:
+    description:
+      - I(mode=wait) seconds this rank's loaded shard count (its log's checkpoint-shards progress bar) may stand
+        still while its GPU spins (utilisation at or above O(busy_util_pct) below O(power_floor_w)) before the
+        cycle reports C(livelock) (catalogue uvm_livelock). Slow progress, a frozen count at normal power (an I/O
+        stall) or a rank before its bar is not a livelock. 0 turns the watch off (no GPU sample is taken).
+      - The same rule as the watchdog's (module_utils/verdict.py C(livelock_watch)). Untested on a Spark here: the
+        simulated fleet has no GPU; molecule vllm_health runs it with a stand-in nvidia-smi.
+    type: float
+    default: 0
+  livelock_mark:
+    description:
+      - I(mode=wait) the C(livelock_mark) this rank's previous cycle returned (C([since, shards_loaded]), seconds
+        since the epoch); omitted at the start of a wait.
+    type: list
+    elements: raw
+  nvidia_smi:
+    description: I(mode=wait) the nvidia-smi of this node, for the GPU sample of the livelock watch.
+    type: str
+    default: nvidia-smi
+  power_floor_w:
+    description: I(mode=wait) watts under which a busy GPU spins rather than computes (GB10; a real decode draws 47-78 W).
+    type: float
+    default: 25.0
+  busy_util_pct:
+    description: I(mode=wait) GPU utilisation (percent) at or above which the GPU counts as busy.
+    type: float
+    default: 80.0
   log_tail:
     description: Number of log lines read each wait cycle to find the phase and the failure line.
     type: int
@@ -283,6 +311,25 @@ phase:
   returned: mode is wait
   type: dict
   sample: {phase: loading, text: loading shards 49/120, shards_loaded: 49, shards_total: 120}
+livelock:
+  description:
+    - I(mode=wait) with O(livelock_window_s) above 0, the cause when this rank's shard count has stood still for the
+      window while its GPU spins (catalogue uvm_livelock), else null. The role then stops every rank (logs saved)
+      and fails the gate.
+  returned: mode is wait
+  type: str
+  sample: "loading livelock on spark-b shard progress frozen at 48 for 310 s while the GPU reads 96.0 % at 12.4 W ..."
+livelock_mark:
+  description: I(mode=wait) C([since, shards_loaded]) to pass to the next cycle as O(livelock_mark); null off the bar.
+  returned: mode is wait
+  type: list
+  elements: raw
+  sample: [1765015200.0, 48]
+gpu:
+  description: I(mode=wait) with O(livelock_window_s) above 0, this node's GPU sample (null when nvidia-smi failed).
+  returned: mode is wait and not ready and livelock_window_s > 0
+  type: dict
+  sample: {utilization_pct: 96.0, power_w: 12.4, clocks_sm_mhz: 2405.0}
 boot:
   description: Boot figures of this rank's full log, read once C(/health) answered 200 or with O(read_boot) (docs/memory-plan.md).
   returned: mode is wait and (ready or read_boot)
@@ -338,6 +385,7 @@ metrics:
 """
 
 import json
+import os
 import time
 from urllib.error import HTTPError, URLError
 
@@ -443,7 +491,9 @@ def run_wait(module):
         phase = H.serving_phase(phase, p["rank"])
     result = {"changed": False, "ready": ready, "health_status": status, "container": state, "rank": p["rank"],
               "phase": phase, "last_lines": H.split_log_lines(text)[-p["last_lines"]:],
-              "elapsed_s": round(time.time() - start, 1)}
+              "elapsed_s": round(time.time() - start, 1), "livelock": None, "livelock_mark": None}
+    if not ready and p["livelock_window_s"] > 0:
+        result.update(livelock_cycle(module, phase))
     if ready or p["read_boot"]:
         boot = H.parse_boot_log(merged_log(module, name, 0))
         result["boot"] = boot
@@ -463,6 +513,25 @@ def run_wait(module):
             findings["warnings"] += devices["warnings"]
         result["boot_findings"] = findings
     module.exit_json(**result)
+
+
+def livelock_cycle(module, phase):
+    """One cycle of the loading-livelock watch on this rank (verdict.livelock_watch, the watchdog's rule):
+    {livelock: cause or None, livelock_mark: [since, shards] or None, gpu: sample or None}."""
+    p = module.params
+    host = p["node"] or "rank %s" % p["rank"]
+    gpu = None
+    exe = p["nvidia_smi"] if os.path.isabs(p["nvidia_smi"]) else module.get_bin_path(p["nvidia_smi"])
+    if exe and os.access(exe, os.X_OK):  # no nvidia-smi is no GPU reading, never a livelock
+        rc, out, _err = module.run_command(V.gpu_query_argv(exe, V.WATCH_QUERY_FIELDS))
+        if rc == 0:
+            gpu = V.parse_gpu_query(out)
+    mark = p["livelock_mark"]
+    marks = {host: list(mark)} if isinstance(mark, list) and len(mark) == 2 else {}
+    marks, cause, _hosts = V.livelock_watch(
+        marks, time.time(), {host: {"phase": phase["phase"], "shards_loaded": phase["shards_loaded"]}},
+        {host: gpu or {}}, p["livelock_window_s"], p["power_floor_w"], p["busy_util_pct"])
+    return {"livelock": cause, "livelock_mark": marks.get(host), "gpu": gpu}
 
 
 def fail_stopped(module, state, start, health_status=None):
@@ -670,6 +739,11 @@ def main():
             proc_root=dict(type="path", default="/proc"),
             node=dict(type="str"),
             log_tail=dict(type="int", default=2000),
+            livelock_window_s=dict(type="float", default=0),
+            livelock_mark=dict(type="list", elements="raw"),
+            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            power_floor_w=dict(type="float", default=V.DEFAULT_POWER_FLOOR_W),
+            busy_util_pct=dict(type="float", default=V.DEFAULT_BUSY_UTIL_PCT),
             last_lines=dict(type="int", default=25),
             request_timeout_s=dict(type="float", default=10),
             http_timeout_s=dict(type="float", default=300),

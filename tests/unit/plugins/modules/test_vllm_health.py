@@ -6,6 +6,7 @@ The fake docker prints a container state and a log from files the test writes, t
 import importlib.util
 import json
 import os
+import re
 import stat
 import time
 
@@ -439,3 +440,56 @@ def test_wait_g04_reads_the_rank_devices_when_rdma_is_expected(tmp_path, sleeps,
     res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": str(path), "node": "node-b",
                                                 "timeout_s": 1, "poll_s": 1, "read_boot": True})
     assert not failed and "rdma_devices" not in res
+
+
+# ---- wait: the loading-livelock watch (verdict.livelock_watch, the watchdog's rule) -----------------------------
+
+_BAR = ("INFO Starting to load model /models/glm\n"
+        "Loading safetensors checkpoint shards:   0% Completed | 0/120 [00:00<?, ?it/s]\r"
+        "Loading safetensors checkpoint shards:  40% Completed | {}/120 [02:11<03:10, 2.1s/it]\n")
+
+
+def _nvidia_smi(tmp_path, capture):
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\ngrep -v '^#' %s\n" % os.path.join(FIXTURES, "watchdog", "nvidia-smi", capture))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+@pytest.mark.parametrize("capture,shards,livelock", [
+    ("gpu-spinning.csv", 48, True),     # frozen at 48 with the GPU busy at 12.4 W: the UVM livelock signature
+    ("gpu-computing.csv", 48, False),   # frozen at normal power (61.2 W): an I/O stall, left to the ready timeout
+    ("gpu-spinning.csv", 49, False),    # one shard more since the mark: slow progress
+])
+def test_wait_livelock_watch_frozen_shards_and_a_spinning_gpu(docker, sleeps, tmp_path, capture, shards, livelock):
+    docker(running=True, log=_BAR.format(shards))
+    args = {"mode": "wait", "rank": 1, "node": "spark-b", "docker_bin": docker.bin, "base_url": "http://127.0.0.1:9",
+            "timeout_s": 1.0, "poll_s": 0.5, "livelock_window_s": 120, "nvidia_smi": _nvidia_smi(tmp_path, capture)}
+    first, failed = run_module(vllm_health.main, args)
+    assert not failed and first["livelock"] is None and first["livelock_mark"][1] == shards
+    # the mark the role carries from a cycle 130 s earlier, at 48 shards
+    res, failed = run_module(vllm_health.main, dict(args, livelock_mark=[first["livelock_mark"][0] - 130, 48]))
+    assert not failed and res["ready"] is False
+    if livelock:
+        # 130 s plus the second of this cycle
+        assert re.match(r"loading livelock on spark-b shard progress frozen at 48 for 13[0-2] s while the GPU reads "
+                        r"96\.0 % at 12\.4 W", res["livelock"]), res["livelock"]
+        assert res["gpu"] == {"utilization_pct": 96.0, "power_w": 12.4, "clocks_sm_mhz": 2405.0}
+    else:
+        assert res["livelock"] is None
+    assert res["livelock_mark"][1] == shards
+
+
+def test_wait_livelock_watch_off_takes_no_sample(docker, sleeps, tmp_path):
+    docker(running=True, log=_BAR.format(48))
+    missing = str(tmp_path / "no-such-nvidia-smi")
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "base_url": "http://127.0.0.1:9", "timeout_s": 1.0, "poll_s": 0.5,
+                                                "nvidia_smi": missing, "livelock_mark": [0, 48]})
+    assert not failed and res["livelock"] is None and res["livelock_mark"] is None and "gpu" not in res
+    # on, without a working nvidia-smi: no GPU reading is no livelock
+    res, failed = run_module(vllm_health.main, {"mode": "wait", "rank": 1, "docker_bin": docker.bin,
+                                                "base_url": "http://127.0.0.1:9", "timeout_s": 1.0, "poll_s": 0.5,
+                                                "nvidia_smi": missing, "livelock_mark": [0, 48],
+                                                "livelock_window_s": 60})
+    assert not failed and res["livelock"] is None and res["gpu"] is None and res["livelock_mark"] == [0, 48]
