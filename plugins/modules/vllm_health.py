@@ -108,8 +108,8 @@ options:
         still while its GPU spins (utilisation at or above O(busy_util_pct) below O(power_floor_w)) before the
         cycle reports C(livelock) (catalogue uvm_livelock). Slow progress, a frozen count at normal power (an I/O
         stall) or a rank before its bar is not a livelock. 0 turns the watch off (no GPU sample is taken).
-      - The same rule as the watchdog's (module_utils/verdict.py C(livelock_watch)). Untested on a Spark here: the
-        simulated fleet has no GPU; molecule vllm_health runs it with a stand-in nvidia-smi.
+      - The same rule as the watchdog's (module_utils/verdict.py C(livelock_watch)). Untested on a Spark here (the
+        simulated fleet has no GPU); molecule vllm_health runs it with a stand-in nvidia-smi.
     type: float
     default: 0
   livelock_mark:
