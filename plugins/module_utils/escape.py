@@ -300,6 +300,10 @@ def json_string(value, where):
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise EscapeError("%s: %r is not a string" % (where, value))
     value = _one_line(value, where)
+    if re.search("[\ud800-\udfff\U00010000-\U0010ffff]", value):
+        # a surrogate, or a character JSON writes as a surrogate pair, which Prometheus's parsers refuse
+        raise EscapeError("%s: %r holds a character outside the Basic Multilingual Plane or a lone surrogate" % (
+            where, value))
     text = json.dumps(value, ensure_ascii=True)
     if yaml.safe_load(text) != value:
         raise EscapeError("%s: %r does not read back as written" % (where, value))

@@ -421,6 +421,8 @@ class Nodes(object):
     def loading(self, record):  # write the load record (None: the load ended)
         raise NotImplementedError  # pragma: no cover
 
+    # Optional: load_watch(hosts) -> the cause of a loading livelock, or None; the health gate asks it at each check.
+
 
 def _why(res):
     return res.get("error") or res.get("msg") or res.get("outcome") or "no answer"
@@ -456,8 +458,10 @@ def wait_ready(nodes, hosts, timeout_s, log, clock=time.time, sleep=time.sleep, 
         sleep(poll_s)
 
 
-def health_gate(nodes, hosts, timeout_s, clock=time.time, sleep=time.sleep, check_every_s=5.0, poll_s=2.0):
-    """Serving within timeout_s; a rank that exits meanwhile fails the gate at once. None, or the failure."""
+def health_gate(nodes, hosts, timeout_s, clock=time.time, sleep=time.sleep, check_every_s=5.0, poll_s=2.0,
+                watch=None):
+    """Serving within timeout_s; a rank that exits meanwhile fails the gate at once, and so does what watch(hosts)
+    names (the loading-livelock watch, verdict.livelock_watch). None, or the failure."""
     deadline = clock() + timeout_s
     last = None
     while clock() < deadline:
@@ -471,6 +475,9 @@ def health_gate(nodes, hosts, timeout_s, clock=time.time, sleep=time.sleep, chec
                 c = st.get("container")
                 if "container" in st and not (c or {}).get("running"):
                     return "rank on %s stopped while the group loaded (exit code %s)" % (host, (c or {}).get("exit_code"))
+            why = watch(hosts) if watch else None
+            if why:
+                return why
         sleep(poll_s)
     return "the head's /health did not answer 200 within %s s" % timeout_s
 
@@ -562,7 +569,8 @@ def restart(nodes, group, cause, stamp, timings, log, clock=time.time, sleep=tim
             failure = step("start", host, res, "rank %s did not come up (%s)" % (s["rank"], res.get("outcome") or _why(res)))
         elif verb == "load":
             nodes.loading(load_record(clock(), timings["gate_s"], by))
-            failure = health_gate(nodes, list(ready_hosts), timings["gate_s"], clock, sleep)
+            failure = health_gate(nodes, list(ready_hosts), timings["gate_s"], clock, sleep,
+                                  watch=getattr(nodes, "load_watch", None))
             out["steps"].append(("health_gate", host, failure is None))
             log("step=health_gate host=%s ok=%s %s" % (host, failure is None, failure or ""))
             nodes.loading(None)

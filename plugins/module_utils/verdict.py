@@ -42,7 +42,8 @@ DEFAULT_POWER_FLOOR_W = 25.0
 DEFAULT_BUSY_UTIL_PCT = 80.0
 DEFAULT_WINDOW_S = 120.0
 
-VERDICTS = ("progressing", "idle", "long_prefill", "wedged", "rank_dead", "head_down", "unknown")
+VERDICTS = ("progressing", "idle", "long_prefill", "wedged", "rank_dead", "head_down", "livelock", "unknown")
+# verdicts classify() gives that restart the group ('livelock' comes from livelock_watch, while a group loads)
 RESTART_VERDICTS = ("wedged", "rank_dead", "head_down")
 
 
@@ -368,9 +369,15 @@ def livelock_watch(marks, now, boots, gpus, window_s, power_floor_w=DEFAULT_POWE
     marks: {host: [since, shards_loaded]} from the cycle before ({} at the start of a load); now: seconds;
     boots: {host: {phase, shards_loaded}} from each rank's log (health.parse_phase); gpus: {host: GPU sample}.
     A host whose loaded shard count has not moved for window_s seconds while its GPU spins (busy at idle power:
-    loading_livelock) is livelocked; one that moves, is not in 'loading', or has no shard count is not.
+    loading_livelock) is livelocked; one that moves, is past 'loading', or has no shard count is not. A host
+    without a reading this cycle (its agent or log read failed) keeps its mark: a slow node is not a fresh start.
+    vLLM prints the shard bar on the first rank only, so in practice this watches the head's load.
     Returns (marks for the next cycle, cause or None, [livelocked hosts])."""
     new, hit = {}, []
+    for host, mark in (marks or {}).items():
+        boot = (boots or {}).get(host)
+        if not boot or boot.get("phase") in ("unknown", None):
+            new[host] = mark
     for host in sorted(boots or {}):
         boot = boots[host] or {}
         loaded = boot.get("shards_loaded")

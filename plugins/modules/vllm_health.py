@@ -523,7 +523,10 @@ def livelock_cycle(module, phase):
     gpu = None
     exe = p["nvidia_smi"] if os.path.isabs(p["nvidia_smi"]) else module.get_bin_path(p["nvidia_smi"])
     if exe and os.access(exe, os.X_OK):  # no nvidia-smi is no GPU reading, never a livelock
-        rc, out, _err = module.run_command(V.gpu_query_argv(exe, V.WATCH_QUERY_FIELDS))
+        argv = V.gpu_query_argv(exe, V.WATCH_QUERY_FIELDS)
+        bounded = module.get_bin_path("timeout")
+        # a wedged driver can hang nvidia-smi: the cycle must still end (the watchdog's agent bounds it alike)
+        rc, out, _err = module.run_command(([bounded, "20"] + argv) if bounded else argv)
         if rc == 0:
             gpu = V.parse_gpu_query(out)
     mark = p["livelock_mark"]

@@ -790,3 +790,12 @@ def test_every_template_expression_ends_in_its_file_kind_filter():
     assert not _safe_output(_template_outputs("x {{ vllm_monitoring_config_file }}")[0])
     assert not _safe_output(_template_outputs("x {{ vllm_monitoring_config_file | to_json }}")[0])
     assert not _safe_output(_template_outputs("x {{ ('a' ~ port) | int ~ path }}")[0])
+
+
+def test_yaml_and_promql_strings_refuse_what_prometheus_cannot_read():
+    for name in ("yaml_string", "promql_string"):
+        assert _filter(name)("enp1s0f1np1") == '"enp1s0f1np1"'
+        assert yaml.safe_load(_filter(name)('a"b\\c')) == 'a"b\\c'
+        for bad in ("a\ud800", "x\U0001F600", "a\nb"):
+            with pytest.raises(Exception, match="Basic Multilingual Plane|control character"):
+                _filter(name)(bad)

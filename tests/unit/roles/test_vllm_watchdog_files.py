@@ -450,3 +450,22 @@ def test_a_bad_cooldown_or_uptime_is_refused(tmp_path, key, value):
     with pytest.raises(ValueError) as e:
         WD.load_config(write(tmp_path, dict(GOOD, **{key: value})))
     assert "%s must be a number of seconds, 0 or more, got %r" % (key, value) in str(e.value)
+
+
+def test_the_restart_gate_watches_its_own_load_through_the_agents(monkeypatch, tmp_path):
+    """AgentNodes.load_watch: the health gate of the watchdog's own restart asks the agents' status at most once per
+    cycle interval and names a livelock from their shard progress and GPU samples."""
+    import time
+    boots = {"h": {"phase": "loading", "shards_loaded": 48}, "w": {"phase": "starting", "shards_loaded": None}}
+    wd, _restarts, _spec = _wd(monkeypatch, tmp_path, {"h": True, "w": True}, health=None, boots=boots,
+                               gpu={"h": "96, 12.40, 2405\n", "w": "96, 12.40, 2405\n"}, livelock_window_s=120)
+    nodes = WD.AgentNodes(wd)
+    assert nodes.load_watch(["h", "w"]) is None and nodes.marks == {"h": [nodes.marks["h"][0], 48]}
+    assert nodes.load_watch(["h", "w"]) is None  # inside the cycle interval: no status asked
+    nodes.marks["h"][0] -= 130  # two minutes later
+    nodes.watched -= wd.cfg["interval_s"]
+    why = nodes.load_watch(["h", "w"])
+    assert why.startswith("loading livelock on h shard progress frozen at 48 for 130 s") and " w " not in why
+    off = WD.AgentNodes(_wd(monkeypatch, tmp_path, {"h": True, "w": True}, boots=boots, livelock_window_s=0)[0])
+    assert off.load_watch(["h", "w"]) is None and off.marks == {}
+    assert time.time() - nodes.watched < 5

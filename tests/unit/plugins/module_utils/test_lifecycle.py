@@ -420,3 +420,34 @@ def test_no_incident_is_full_availability_and_a_log_read_from_its_tail(tmp_path)
     tail = "\n".join(_log(tmp_path).splitlines()[-5:])
     incs = L.incidents(L.parse_incident_log(tail))
     assert [(i["start"], i["end"]) for i in incs] == [(950000.0, 950400.0), (NOW - 1000, None)]
+
+
+class WatchedNodes(FakeNodes):
+    """A group that never serves; load_watch names a livelock at its n-th call (the watchdog's AgentNodes)."""
+
+    def __init__(self, clock, livelock_at=None):
+        super(WatchedNodes, self).__init__(clock, serving_after=10 ** 6)
+        self.livelock_at, self.watches = livelock_at, []
+
+    def load_watch(self, hosts):
+        self.watches.append((self.clock(), list(hosts)))
+        if self.livelock_at is not None and len(self.watches) >= self.livelock_at:
+            return "loading livelock on h shard progress frozen at 48 for 300 s"
+        return None
+
+
+def test_the_restart_gate_fails_at_the_watch_livelock_not_at_its_timeout():
+    clock = Clock()
+    nodes = WatchedNodes(clock, livelock_at=4)
+    res, lines = run(nodes, clock)
+    assert res["ok"] is False and res["failure"] == "loading livelock on h shard progress frozen at 48 for 300 s"
+    # asked at every rank check (5 s apart) with every host of the group; the gate ended long before its 100 s
+    assert [h for _t, h in nodes.watches] == [["h", "w1", "w2"]] * 4
+    assert nodes.watches[-1][0] - nodes.watches[0][0] <= 3 * 6.0 and clock() < 1000.0 + TIMINGS["gate_s"]
+    assert res["steps"][-1] == ("health_gate", "h", False)
+    assert nodes.records[-1] is None  # the load record is closed
+    # without a livelock the same gate runs to its timeout
+    clock2 = Clock()
+    quiet = WatchedNodes(clock2)
+    res2, _lines2 = run(quiet, clock2)
+    assert res2["failure"] == "the head's /health did not answer 200 within 100.0 s" and len(quiet.watches) > 10

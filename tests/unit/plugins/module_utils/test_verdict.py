@@ -295,3 +295,19 @@ def test_module_imports_only_stdlib_health_and_diagnose():
                        "parse_metrics  # noqa: F401 pylint: disable=unused-import",
                        # the catalogue gpu_low_power rule lives once, in diagnose.py (itself standard library only)
                        "from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import gpu_stuck_low_power"]
+
+
+def test_livelock_watch_keeps_the_mark_of_a_host_without_a_reading():
+    spin = V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-spinning.csv"))
+    marks = {"h": [1000.0, 48]}
+    # an agent that timed out (no boot), then a log that could not be read: the mark stands, the window goes on
+    marks, cause, _bad = V.livelock_watch(marks, 1100.0, {}, {}, 300)
+    assert marks == {"h": [1000.0, 48]} and cause is None
+    marks, cause, _bad = V.livelock_watch(marks, 1200.0, {"h": {"phase": "unknown", "error": "DockerError"}}, {}, 300)
+    assert marks == {"h": [1000.0, 48]} and cause is None
+    marks, cause, bad = V.livelock_watch(marks, 1310.0, {"h": _boot(_LOADING.format(48))}, {"h": spin}, 300)
+    assert bad == ["h"] and "frozen at 48 for 310 s" in cause
+    # a host read past loading drops its mark
+    marks, cause, _bad = V.livelock_watch({"h": [1000.0, 48]}, 1310.0, {"h": {"phase": "api_up", "shards_loaded": 120}},
+                                       {"h": spin}, 300)
+    assert marks == {} and cause is None
