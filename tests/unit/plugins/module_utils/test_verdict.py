@@ -308,6 +308,6 @@ def test_livelock_watch_keeps_the_mark_of_a_host_without_a_reading():
     marks, cause, bad = V.livelock_watch(marks, 1310.0, {"h": _boot(_LOADING.format(48))}, {"h": spin}, 300)
     assert bad == ["h"] and "frozen at 48 for 310 s" in cause
     # a host read past loading drops its mark
-    marks, cause, _bad = V.livelock_watch({"h": [1000.0, 48]}, 1310.0, {"h": {"phase": "api_up", "shards_loaded": 120}},
-                                       {"h": spin}, 300)
+    past = {"h": {"phase": "api_up", "shards_loaded": 120}}
+    marks, cause, _bad = V.livelock_watch({"h": [1000.0, 48]}, 1310.0, past, {"h": spin}, 300)
     assert marks == {} and cause is None
