@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""Run make targets one after the other and print each one's seconds at the end (make test).
+"""Run make targets in steps, some of them side by side, and print each one's seconds at the end (make test).
 
-  python3 tools/timed_stages.py [--json FILE] -- lint sanity units molecule e2e-tp3 e2e test-faults
+  python3 tools/timed_stages.py [--json FILE] -- sim-images 'e2e-tp3,lint,units|e2e,test-faults'
 
-Stops at the first stage that fails, like make, and exits with that stage's return code; the table
-is printed in every case (the stages not run are listed as such). The machine's 1-minute load
-average is recorded before and after each stage: figures from a shared machine need it beside them. The
-share of CPU time each stage kept busy (/proc/stat) says whether it can only get faster by doing less work
-(near 100 %) or is waiting on something (far below).
+Each argument is a step; steps run one after the other. A step is one or more lanes joined by '|', run at the
+same time; a lane is one or more make targets joined by ',', run one after the other. A lone target is a step
+of one lane, as before lanes existed. A lane of a step that runs beside another writes its targets' output to
+reports/stages/<target>.log and the whole log is printed when the target ends, so the output of two lanes is
+never interleaved.
+
+A failing target ends its lane; the other lanes of the step finish the target they are running and start no
+new one, and no later step runs. The exit code is the first failing target's. The table is printed in every
+case (targets not run are listed as such). The machine's 1-minute load average is recorded before and after
+each target: figures from a shared machine need it beside them. The share of CPU time the machine was busy
+while a target ran (/proc/stat) says whether a step can only get faster by doing less work (near 100 %) or is
+waiting on something (far below); for a target that ran beside another it counts both.
 """
 import argparse
 import datetime
@@ -16,7 +23,10 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
+
+LOG_DIR = os.path.join("reports", "stages")
 
 
 def load1():
@@ -33,50 +43,124 @@ def cpu_jiffies():
 
 
 def busy_pct(before, after):
-    """Share of the machine's CPU time a stage kept busy: 100 means every core worked all along (a stage that
-    cannot go faster by running beside another), far below means it waited (sleeps, timeouts, the network)."""
+    """Share of the machine's CPU time kept busy: 100 means every core worked all along, far below means the
+    work waited (sleeps, timeouts, the network)."""
     total = after[1] - before[1]
     return round(100.0 * (after[0] - before[0]) / total, 1) if total > 0 else None
+
+
+def parse_steps(args):
+    """['a', 'b,c|d'] -> [[['a']], [['b', 'c'], ['d']]]: steps of lanes of targets."""
+    steps = []
+    for arg in args:
+        lanes = [[t for t in lane.split(",") if t] for lane in arg.split("|")]
+        lanes = [lane for lane in lanes if lane]
+        if lanes:
+            steps.append(lanes)
+    return steps
+
+
+class Runner(object):
+    def __init__(self, make, started):
+        self.make = shlex.split(make)
+        self.started = started
+        self.failed = None  # first failing target's rc
+        self.lock = threading.Lock()
+
+    def say(self, text):
+        with self.lock:
+            print(text, flush=True)
+
+    def target(self, stage, lane, side_by_side):
+        before = load1()
+        jiffies = cpu_jiffies()
+        t0 = time.time()
+        self.say("== stage %s (lane %d, load %.2f, at %.0f s)" % (stage, lane, before, t0 - self.started))
+        argv = self.make + ["--no-print-directory", stage]
+        log = None
+        if side_by_side:
+            os.makedirs(LOG_DIR, exist_ok=True)
+            log = os.path.join(LOG_DIR, "%s.log" % stage)
+            with open(log, "w") as out:
+                rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT)
+            with open(log, errors="replace") as f:
+                text = f.read()
+            self.say("== stage %s output (lane %d, %s)\n%s== stage %s: rc %d, %.0f s" % (
+                stage, lane, log, text, stage, rc, time.time() - t0))
+        else:
+            rc = subprocess.call(argv)
+        return {"stage": stage, "lane": lane, "rc": rc, "seconds": round(time.time() - t0, 1),
+                "started_s": round(t0 - self.started, 1), "load_before": before, "load_after": load1(),
+                "cpu_busy_pct": busy_pct(jiffies, cpu_jiffies()), "side_by_side": side_by_side, "log": log}
+
+    def lane(self, targets, lane, side_by_side, rows):
+        for stage in targets:
+            with self.lock:
+                stop = self.failed is not None
+            if stop:
+                rows.append(not_run(stage, lane))
+                continue
+            row = self.target(stage, lane, side_by_side)
+            rows.append(row)
+            if row["rc"] != 0:
+                with self.lock:
+                    if self.failed is None:
+                        self.failed = row["rc"]
+
+
+def not_run(stage, lane):
+    return {"stage": stage, "lane": lane, "rc": None, "seconds": None, "started_s": None, "load_before": None,
+            "load_after": None, "cpu_busy_pct": None, "side_by_side": None, "log": None}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="also write the table as JSON to this file")
     ap.add_argument("--make", default=os.environ.get("MAKE", "make"))
-    ap.add_argument("stages", nargs="+")
+    ap.add_argument("steps", nargs="+", help="make targets; 'a,b|c' runs lane a then b beside lane c")
     args = ap.parse_args()
 
-    rows = []
-    rc = 0
     started = time.time()
-    for stage in args.stages:
-        if rc != 0:
-            rows.append({"stage": stage, "rc": None, "seconds": None, "load_before": None, "load_after": None,
-                         "cpu_busy_pct": None})
-            continue
-        before = load1()
-        jiffies = cpu_jiffies()
-        t0 = time.time()
-        print("== stage %s (load %.2f)" % (stage, before), flush=True)
-        rc = subprocess.call(shlex.split(args.make) + ["--no-print-directory", stage])
-        rows.append({"stage": stage, "rc": rc, "seconds": round(time.time() - t0, 1), "load_before": before,
-                     "load_after": load1(), "cpu_busy_pct": busy_pct(jiffies, cpu_jiffies())})
+    runner = Runner(args.make, started)
+    rows = []
+    for lanes in parse_steps(args.steps):
+        lane_rows = [[] for _ in lanes]
+        if runner.failed is not None:
+            for i, targets in enumerate(lanes):
+                lane_rows[i] = [not_run(t, i + 1) for t in targets]
+        elif len(lanes) == 1:
+            runner.lane(lanes[0], 1, False, lane_rows[0])
+        else:
+            threads = [threading.Thread(target=runner.lane, args=(targets, i + 1, True, lane_rows[i]))
+                       for i, targets in enumerate(lanes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        for r in lane_rows:
+            rows.extend(r)
+    rc = runner.failed or 0
     total = round(time.time() - started, 1)
 
-    print("\n%-12s %8s %4s %6s %s" % ("stage", "seconds", "rc", "cpu %", "load (1 min) before -> after"))
+    print("\n%-12s %4s %8s %8s %4s %6s %s" % ("stage", "lane", "start s", "seconds", "rc", "cpu %",
+                                            "load (1 min) before -> after"))
     for r in rows:
         if r["rc"] is None:
-            print("%-12s %8s %4s %6s %s" % (r["stage"], "-", "-", "-", "not run (an earlier stage failed)"))
+            print("%-12s %4d %8s %8s %4s %6s %s" % (r["stage"], r["lane"], "-", "-", "-", "-",
+                                                    "not run (a target failed)"))
         else:
-            print("%-12s %8.1f %4d %6s %.2f -> %.2f" % (
-                r["stage"], r["seconds"], r["rc"], "%.1f" % r["cpu_busy_pct"] if r["cpu_busy_pct"] is not None else "?",
-                r["load_before"], r["load_after"]))
-    print("%-12s %8.1f %4d (%.1f min, %d cores)" % ("total", total, rc, total / 60, os.cpu_count() or 0))
+            print("%-12s %4d %8.0f %8.1f %4d %6s %.2f -> %.2f%s" % (
+                r["stage"], r["lane"], r["started_s"], r["seconds"], r["rc"],
+                "%.1f" % r["cpu_busy_pct"] if r["cpu_busy_pct"] is not None else "?",
+                r["load_before"], r["load_after"], " (beside another lane)" if r["side_by_side"] else ""))
+    print("%-12s %4s %8s %8.1f %4d (%.1f min, %d cores)" % ("total", "", "", total, rc, total / 60,
+                                                          os.cpu_count() or 0))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump({"finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "nproc": os.cpu_count(), "total_s": total, "rc": rc, "stages": rows}, f, indent=2)
+                       "nproc": os.cpu_count(), "total_s": total, "rc": rc, "steps": args.steps, "stages": rows},
+                      f, indent=2)
             f.write("\n")
     return rc
 

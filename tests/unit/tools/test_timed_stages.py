@@ -1,0 +1,86 @@
+"""tools/timed_stages.py: make test's steps and lanes, run for real on a throw-away Makefile.
+
+Each target appends its name and its start and end times to a file, so the order and the overlap the runner
+produced are read back from what the targets did, not from the runner's own table.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.conftest import ROOT
+
+SCRIPT = os.path.join(ROOT, "tools", "timed_stages.py")
+_spec = importlib.util.spec_from_file_location("timed_stages", SCRIPT)
+ts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ts)
+
+STEP = """import sys, time
+with open("trace", "a") as f:
+    f.write("%s start %.3f\\n" % (sys.argv[1], time.time()))
+time.sleep(float(sys.argv[2]))
+with open("trace", "a") as f:
+    f.write("%s end %.3f\\n" % (sys.argv[1], time.time()))
+print("output of " + sys.argv[1])
+"""
+MAKEFILE = """\
+a: ; @python3 step.py a 0.1
+slow: ; @python3 step.py slow 1.5
+quick: ; @python3 step.py quick 0.2
+after: ; @python3 step.py after 0.1
+bad: ; @python3 step.py bad 0.3 && exit 3
+"""
+
+
+@pytest.mark.parametrize("args, want", [
+    (["a"], [[["a"]]]),
+    (["a", "b"], [[["a"]], [["b"]]]),
+    (["a,b|c", "d"], [[["a", "b"], ["c"]], [["d"]]]),
+    (["x||y,", ""], [[["x"], ["y"]]]),
+])
+def test_steps_are_lanes_of_targets(args, want):
+    assert ts.parse_steps(args) == want
+
+
+def _run(tmp_path, *steps):
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    (tmp_path / "step.py").write_text(STEP)
+    proc = subprocess.run([sys.executable, SCRIPT, "--json", "t.json"] + list(steps), cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=120, check=False)
+    trace = {}
+    if (tmp_path / "trace").exists():
+        for line in (tmp_path / "trace").read_text().splitlines():
+            name, what, when = line.split()
+            trace.setdefault(name, {})[what] = float(when)
+    table = json.loads((tmp_path / "t.json").read_text())
+    return proc, trace, table
+
+
+def test_lanes_run_side_by_side_and_steps_in_order(tmp_path):
+    proc, trace, table = _run(tmp_path, "a", "slow|quick,after", "a")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # lane 2 ran quick then after while lane 1's slow ran; the second step's a waited for both lanes
+    assert trace["slow"]["start"] < trace["quick"]["end"] < trace["after"]["start"] < trace["slow"]["end"]
+    assert trace["a"]["start"] >= trace["slow"]["end"]
+    rows = [(r["stage"], r["lane"], r["rc"], r["side_by_side"]) for r in table["stages"]]
+    assert rows == [("a", 1, 0, False), ("slow", 1, 0, True), ("quick", 2, 0, True), ("after", 2, 0, True),
+                    ("a", 1, 0, False)]
+    # a side-by-side target's output is printed whole, after its own header, never cut by the other lane's
+    out = proc.stdout
+    block = out[out.index("== stage slow output"):out.index("== stage slow: rc 0")]
+    assert "output of slow" in block and "output of quick" not in block
+    assert (tmp_path / "reports" / "stages" / "quick.log").read_text().strip().endswith("output of quick")
+
+
+def test_a_failing_target_ends_its_lane_and_the_run(tmp_path):
+    proc, trace, table = _run(tmp_path, "bad,after|slow,quick", "a")
+    assert proc.returncode == 2  # make's code for a failed recipe, passed through
+    by = dict(((r["stage"], r["lane"]), r) for r in table["stages"])
+    assert by[("bad", 1)]["rc"] == 2 and by[("after", 1)]["rc"] is None
+    assert by[("slow", 2)]["rc"] == 0  # the other lane finishes the target it was running ...
+    assert by[("quick", 2)]["rc"] is None and by[("a", 1)]["rc"] is None  # ... and starts no new one
+    assert set(trace) == {"bad", "slow"}
+    assert table["rc"] == 2 and "not run (a target failed)" in proc.stdout
