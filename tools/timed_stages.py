@@ -124,7 +124,7 @@ def main():
     runner = Runner(args.make, started)
     rows = []
     for lanes in parse_steps(args.steps):
-        lane_rows = [[] for _ in lanes]
+        lane_rows = [[] for _lane in lanes]
         if runner.failed is not None:
             for i, targets in enumerate(lanes):
                 lane_rows[i] = [not_run(t, i + 1) for t in targets]
@@ -142,8 +142,8 @@ def main():
     rc = runner.failed or 0
     total = round(time.time() - started, 1)
 
-    print("\n%-12s %4s %8s %8s %4s %6s %s" % ("stage", "lane", "start s", "seconds", "rc", "cpu %",
-                                            "load (1 min) before -> after"))
+    print("\n%-12s %4s %8s %8s %4s %6s %s" % (
+        "stage", "lane", "start s", "seconds", "rc", "cpu %", "load (1 min) before -> after"))
     for r in rows:
         if r["rc"] is None:
             print("%-12s %4d %8s %8s %4s %6s %s" % (r["stage"], r["lane"], "-", "-", "-", "-",
@@ -153,8 +153,8 @@ def main():
                 r["stage"], r["lane"], r["started_s"], r["seconds"], r["rc"],
                 "%.1f" % r["cpu_busy_pct"] if r["cpu_busy_pct"] is not None else "?",
                 r["load_before"], r["load_after"], " (beside another lane)" if r["side_by_side"] else ""))
-    print("%-12s %4s %8s %8.1f %4d (%.1f min, %d cores)" % ("total", "", "", total, rc, total / 60,
-                                                          os.cpu_count() or 0))
+    print("%-12s %4s %8s %8.1f %4d (%.1f min, %d cores)" % (
+        "total", "", "", total, rc, total / 60, os.cpu_count() or 0))
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
