@@ -10,7 +10,8 @@ inject faults the watchdog would repair).
 
 Order: a serving group left alone, kill the head container, SIGKILL the worker rank, the head killed while a fault
 persists on the worker, to the give-up (three strikes, the diagnosis through the catalogue) and the documented
-reset, a frozen engine at normal then low power, a reboot of the head's node container. Each records its seconds
+reset, a frozen engine at normal then low power, a reboot of the head's node container, the worker's node powered off
+and back (one restart that waits for it, the incident naming the worker). Each records its seconds
 with the machine's load average. The issue's seventh scenario, a lane with an API key, rides on the API-key
 test of test_30_security.py (its keyed run installs the watchdog with these short cycles), so the key's restart
 pair serves both.
@@ -430,3 +431,52 @@ def test_node_reboot_group_comes_back_in_order(watched):
     _record("watchdog_reboot", fault="docker restart of the head's node container", verdict="head_down",
             verdict_line=action, node_back_s=round(t_up - t0, 1), restart_started_s=round(t_act - t0, 1),
             serving_again_s=round(t_end - t0, 1), logs_kept=saved, strikes=st["strikes"])
+
+
+def test_worker_node_powered_off_then_back_one_restart_naming_the_worker(watched):
+    """Issue 28's second case: the worker's node is powered off (its node container killed, no clean stop) for
+    longer than a confirm window, then powered on. The watchdog names the worker, not the head whose rank dies or
+    hangs after it; its one group restart waits for the node to answer (no strike spent while it is away) and
+    brings the group back worker first. The incident log's first cause is the worker."""
+    fleet = watched
+    before = fleet.ranks()
+    away_s = 3 * FAST["vllm_watchdog_window_s"]  # well past a confirm window (2 cycles of 3 s)
+    t_fault = time.time()
+    subprocess.run(["docker", "kill", fleet.worker], check=True, capture_output=True, timeout=120)
+    try:
+        def named():
+            t, m = first_line(journal(fleet, t_fault), "verdict=", "on %s" % fleet.worker, "unreachable")
+            return (t, m) if t else None
+        t_detect, verdict_line = wait_for(named, 300, 2, "a verdict naming the powered-off worker")
+        time.sleep(max(0.0, away_s - (time.time() - t_fault)))
+        away = state(fleet)
+        assert away.get("strikes", 0) == 0, away  # waiting for a node spends no strike
+        lines_away = journal(fleet, t_fault)
+        assert not [m for _t, m in lines_away if m.startswith("result=")], lines_away  # nothing finished while away
+    finally:
+        t_on = time.time()
+        subprocess.run(["docker", "start", fleet.worker], check=True, capture_output=True, timeout=300)
+    t_end, result = wait_restart_done(fleet, t_fault, 900)
+    assert "result=serving" in result, result
+    lines = journal(fleet, t_fault)
+    attempts = [(t, m) for t, m in lines if "action=restart_group stamp=" in m]
+    assert len(attempts) == 1, attempts
+    assert fleet.worker in attempts[0][1] and "unreachable" in attempts[0][1], attempts
+    waits = [m for _t, m in lines if m.startswith("action=wait_for_nodes")]
+    assert waits and all(fleet.worker in m for m in waits), waits
+    assert_group_restarted_in_order(fleet, before, lines)
+    _rc, text, _e = head_sh(fleet, "cat %s/incidents.jsonl" % STATE_DIR)
+    events = [json.loads(x) for x in text.splitlines() if x.strip()]
+    starts = [e for e in events if e["event"] == "start" and e["time"] >= t_fault - 1]
+    assert len(starts) == 1 and starts[0]["hosts"] == [fleet.worker], starts
+    assert fleet.worker in starts[0]["cause"] and "unreachable" in starts[0]["cause"], starts
+    ends = [e for e in events if e["event"] == "end" and e["start"] == starts[0]["time"]]
+    assert len(ends) == 1 and ends[0]["actions"] >= 2, ends  # the restart and its result
+    fleet.chat()
+    st = state(fleet)
+    assert st["strikes"] == 0 and st["last_restart_ok"] is True, st
+    _record("watchdog_worker_powered_off", fault="docker kill of the worker's node container for %d s, then docker "
+            "start" % away_s, verdict_line=verdict_line, detected_s=round(t_detect - t_fault, 1),
+            powered_on_s=round(t_on - t_fault, 1), restart_started_s=round(attempts[0][0] - t_fault, 1),
+            serving_again_s=round(t_end - t_fault, 1), restarts=len(attempts), waits=len(waits),
+            seconds_without_service=ends[0]["seconds_without_service"], strikes=st["strikes"])
