@@ -73,15 +73,15 @@ test-watchdog: venv host-deps
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/faults/test_45_watchdog.py
 
 # What CI runs (.ci/run), in two lanes side by side after the images (tools/timed_stages.py: 'a,b|c,d' runs lane
-# a then b beside lane c then d). The machine has 2 cores and each lane alone keeps it about 60 % busy; one lane
-# in sequence took 89 minutes, close to CI's 90. Lane 1 boots the TP3 fleet (its test removes it at the end) and
-# then runs the controller-only stages and molecule (its nodes on 198.19/16); lane 2 deploys the TP2 fleet
-# (`e2e`) and the fault suite reuses it. The fleets, molecule's nodes, their networks and the reports each
+# a then b beside lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's
+# 90. Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: it waits on boots and watchdog windows
+# most of the time and sets the pace. Lane 2 runs at nice 10 in the CPU lane 1 leaves idle: it boots the TP3
+# fleet (its test removes it at the end), then the controller-only stages and molecule (its nodes on 198.19/16). The fleets, molecule's nodes, their networks and the reports each
 # test reads are apart (the TP3 test reads its own run's health report, not reports/health-latest.json).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
 # stage's seconds, start and the machine's load go to the table at the end and to $(TEST_STAGES_JSON)
 # (benchmarks/converged_run.py --stages); a lane's output is printed whole when each of its stages ends.
-TEST_STAGES ?= sim-images e2e-tp3,lint,sanity,units,molecule|e2e,test-faults
+TEST_STAGES ?= sim-images e2e,test-faults|e2e-tp3,lint,sanity,units,molecule
 TEST_STAGES_JSON ?= reports/make-test-stages.json
 test: venv host-deps
 	$(PY) tools/timed_stages.py --make "$(MAKE)" --json $(TEST_STAGES_JSON) $(foreach s,$(TEST_STAGES),'$(s)')

@@ -9,6 +9,11 @@ of one lane, as before lanes existed. A lane of a step that runs beside another 
 reports/stages/<target>.log and the whole log is printed when the target ends, so the output of two lanes is
 never interleaved.
 
+The first lane of a step sets its pace (in make test, the end-to-end lane: it mostly waits on boots and
+watchdog windows); every later lane runs its targets under `nice -n 10`, so that what it runs on this machine
+(pytest, ansible, molecule) takes the CPU the first lane leaves idle instead of slowing it. Processes the docker
+daemon starts (the simulated nodes, the engine) are not the lane's children and keep their priority.
+
 A failing target ends its lane; the other lanes of the step finish the target they are running and start no
 new one, and no later step runs. The exit code is the first failing target's. The table is printed in every
 case (targets not run are listed as such). The machine's 1-minute load average is recorded before and after
@@ -27,6 +32,9 @@ import threading
 import time
 
 LOG_DIR = os.path.join("reports", "stages")
+# CPU priority of every lane after a step's first (nice(1)): at 10 such a process gets about a tenth of a core
+# the first lane also wants, and all of a core it leaves idle.
+LATER_LANE_NICE = 10
 
 
 def load1():
@@ -75,8 +83,11 @@ class Runner(object):
         before = load1()
         jiffies = cpu_jiffies()
         t0 = time.time()
-        self.say("== stage %s (lane %d, load %.2f, at %.0f s)" % (stage, lane, before, t0 - self.started))
+        self.say("== stage %s (lane %d%s, load %.2f, at %.0f s)" % (
+            stage, lane, ", nice %d" % LATER_LANE_NICE if lane > 1 else "", before, t0 - self.started))
         argv = self.make + ["--no-print-directory", stage]
+        if lane > 1:
+            argv = ["nice", "-n", str(LATER_LANE_NICE)] + argv
         log = None
         if side_by_side:
             os.makedirs(LOG_DIR, exist_ok=True)
@@ -90,7 +101,8 @@ class Runner(object):
         else:
             rc = subprocess.call(argv)
         return {"stage": stage, "lane": lane, "rc": rc, "seconds": round(time.time() - t0, 1),
-                "started_s": round(t0 - self.started, 1), "load_before": before, "load_after": load1(),
+                "started_s": round(t0 - self.started, 1), "nice": LATER_LANE_NICE if lane > 1 else 0,
+                "load_before": before, "load_after": load1(),
                 "cpu_busy_pct": busy_pct(jiffies, cpu_jiffies()), "side_by_side": side_by_side, "log": log}
 
     def lane(self, targets, lane, side_by_side, rows):
@@ -109,7 +121,8 @@ class Runner(object):
 
 
 def not_run(stage, lane):
-    return {"stage": stage, "lane": lane, "rc": None, "seconds": None, "started_s": None, "load_before": None,
+    return {"stage": stage, "lane": lane, "rc": None, "seconds": None, "started_s": None, "nice": None,
+            "load_before": None,
             "load_after": None, "cpu_busy_pct": None, "side_by_side": None, "log": None}
 
 

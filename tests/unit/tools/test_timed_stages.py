@@ -18,9 +18,10 @@ _spec = importlib.util.spec_from_file_location("timed_stages", SCRIPT)
 ts = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ts)
 
-STEP = """import sys, time
+STEP = """import os, sys, time
 with open("trace", "a") as f:
     f.write("%s start %.3f\\n" % (sys.argv[1], time.time()))
+    f.write("%s nice %d\\n" % (sys.argv[1], os.nice(0)))
 time.sleep(float(sys.argv[2]))
 with open("trace", "a") as f:
     f.write("%s end %.3f\\n" % (sys.argv[1], time.time()))
@@ -65,9 +66,12 @@ def test_lanes_run_side_by_side_and_steps_in_order(tmp_path):
     # lane 2 ran quick then after while lane 1's slow ran; the second step's a waited for both lanes
     assert trace["slow"]["start"] < trace["quick"]["end"] < trace["after"]["start"] < trace["slow"]["end"]
     assert trace["a"]["start"] >= trace["slow"]["end"]
-    rows = [(r["stage"], r["lane"], r["rc"], r["side_by_side"]) for r in table["stages"]]
-    assert rows == [("a", 1, 0, False), ("slow", 1, 0, True), ("quick", 2, 0, True), ("after", 2, 0, True),
-                    ("a", 1, 0, False)]
+    # the first lane at the runner's own priority, the later lane's targets at nice 10 more
+    base = os.nice(0)
+    assert [trace[t]["nice"] - base for t in ("a", "slow", "quick", "after")] == [0, 0, 10, 10]
+    rows = [(r["stage"], r["lane"], r["rc"], r["side_by_side"], r["nice"]) for r in table["stages"]]
+    assert rows == [("a", 1, 0, False, 0), ("slow", 1, 0, True, 0), ("quick", 2, 0, True, 10),
+                    ("after", 2, 0, True, 10), ("a", 1, 0, False, 0)]
     # a side-by-side target's output is printed whole, after its own header, never cut by the other lane's
     out = proc.stdout
     block = out[out.index("== stage slow output"):out.index("== stage slow: rc 0")]
