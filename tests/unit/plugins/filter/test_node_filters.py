@@ -41,8 +41,11 @@ def test_memory_filters_on_the_f17_meminfo_and_the_sysctl_capture():
 def test_sim_lane_disk_and_cache():
     lane = sim_lane()
     assert F['node_disk_needs'](lane) == {lane['checkpoint']['host_path']: float(lane['requirements']['disk_gib'])}
-    # /cache is mounted from container.cache_dir; HF_HOME=/cache/huggingface lands below it
-    assert F['node_cache_dirs'](lane) == [lane['container']['cache_dir'], lane['container']['cache_dir'] + '/huggingface']
+    # /cache is mounted from container.cache_dir; HF_HOME=/cache/huggingface and VLLM_CACHE_ROOT=/cache/vllm land below it
+    cache = lane['container']['cache_dir']
+    assert F['node_cache_dirs'](lane) == [cache, cache + '/huggingface', cache + '/vllm']
+    del lane['container']['env']['VLLM_CACHE_ROOT']
+    assert F['node_cache_dirs'](lane) == [cache, cache + '/huggingface']
 
 
 def test_meminfo_and_id():

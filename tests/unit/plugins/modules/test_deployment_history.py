@@ -27,8 +27,8 @@ esac
 CAPTURE = json.loads(read_fixture("launch-lines", "captured", "docker-inspect-running.json"))
 
 
-def lane(max_model_len=None):
-    with open(os.path.join(ROOT, "lanes", "sim_cpu_tp2.yml")) as f:
+def lane(max_model_len=None, path=os.path.join(ROOT, "lanes", "sim_cpu_tp2.yml")):
+    with open(path) as f:
         spec = yaml.safe_load(f)
     if max_model_len is not None:
         spec["serve"]["max_model_len"] = max_model_len
@@ -165,7 +165,7 @@ def test_a_damaged_file_is_read_without_a_traceback_and_repaired_on_record(tmp_p
     assert not failed and listed["total"] == 2 and listed["problems"] == problems
     assert len(listed["entries"]) == 1 and listed["entries"][0]["id"] == entries[-1]["id"]
     # the fixture's entries were made from these same inputs (README): the same deployment records nothing
-    res, failed = record(tmp_path, lane=lane(1024), ranks=fixture_rows(tmp_path))
+    res, failed = record(tmp_path, lane=lane(1024, FIXTURE_LANE), ranks=fixture_rows(tmp_path))
     assert not failed and not res["recorded"] and res["entry"]["id"] == entries[-1]["id"]
     # a new deployment rewrites the file without the damaged lines and keeps a copy of it
     res, failed = record(tmp_path, lane=lane(256), ranks=fixture_rows(tmp_path))
@@ -173,6 +173,10 @@ def test_a_damaged_file_is_read_without_a_traceback_and_repaired_on_record(tmp_p
     assert (hist / "deployments.jsonl.damaged").read_text() == text
     after, problems = H.parse((hist / "deployments.jsonl").read_text())
     assert problems == [] and [e["id"] for e in after] == [e["id"] for e in entries] + [res["entry"]["id"]]
+
+
+# the lane file the fixture was made from, kept beside it so the shipped lane can change (README)
+FIXTURE_LANE = os.path.join(ROOT, "tests", "fixtures", "history", "lane-sim_cpu_tp2.yml")
 
 
 def fixture_rows(tmp_path):
