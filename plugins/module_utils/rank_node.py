@@ -34,7 +34,7 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_rank import (
     port_guard_errors,
 )
 from ansible_collections.dgxspark.vllm.plugins.module_utils.diagnose import explain
-from ansible_collections.dgxspark.vllm.plugins.module_utils.health import parse_phase
+from ansible_collections.dgxspark.vllm.plugins.module_utils.health import PHASE_ORDER, parse_phase
 from ansible_collections.dgxspark.vllm.plugins.module_utils.lifecycle import launch_errors
 from ansible_collections.dgxspark.vllm.plugins.module_utils.node_checks import swap_cycle_plan
 from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
@@ -99,11 +99,29 @@ class Node(object):
         keys = ("name", "status", "running", "exit_code", "oom_killed", "started_at", "finished_at", "spec_hash")
         return {"ok": True, "container": dict((k, info[k]) for k in keys) if info else None, "time": self.clock()}
 
-    def boot_progress(self, tail=400):
+    def boot_progress(self, tail=400, started_at=None, memo=None):
         """The rank's boot phase and shard progress from the end of its log (health.parse_phase):
-        {phase, shards_loaded, shards_total}; shards None before the progress bar."""
+        {phase, shards_loaded, shards_total}; shards None before the progress bar.
+        memo (a file path) with started_at (the container's StartedAt): once this container instance is past
+        'loading' its reading is kept there and returned without reading the log again. Only 'loading' matters to
+        the livelock watch, and a rank never goes back to it without a new start (a new StartedAt)."""
+        key = {"container": self.cfg["container"], "started_at": started_at}
+        if memo and started_at:
+            try:
+                kept = json.loads(self.reader(memo))
+                if kept.get("key") == key:
+                    return kept["boot"]
+            except (IOError, OSError, ValueError, KeyError, TypeError, AttributeError):
+                pass  # no memo, another instance's or a damaged one: read the log
         p = parse_phase(self.dr.logs_text(self.cfg["container"], tail=tail))
-        return {"phase": p["phase"], "shards_loaded": p["shards_loaded"], "shards_total": p["shards_total"]}
+        boot = {"phase": p["phase"], "shards_loaded": p["shards_loaded"], "shards_total": p["shards_total"]}
+        past_loading = boot["phase"] in PHASE_ORDER and PHASE_ORDER.index(boot["phase"]) > PHASE_ORDER.index("loading")
+        if memo and started_at and past_loading:
+            try:
+                self.writer(memo, json.dumps({"key": key, "boot": boot}))
+            except (IOError, OSError):
+                pass  # an unwritable memo costs a log read next time, nothing else
+        return boot
 
     def mem_available_gib(self):
         kib = meminfo_kib(self.reader("/proc/meminfo")).get("MemAvailable")

@@ -229,3 +229,19 @@ def test_tool_calls_at_the_deployed_concurrency_use_the_health_gates_code(api, t
             "tool calls: tool get_weather (streamed, 3 concurrent): 3 of 3 failed"]
         assert "no tool call for 'get_time'" in rep["failures"][0]
     assert "## Tool calls at the deployed concurrency (judge: %s)" % judge in (tmp_path / "report.md").read_text()
+
+
+def test_the_harness_imports_without_the_collection_on_the_path(tmp_path):
+    """The role runs the harness as `python vllm_bench.py` on the controller, where the collection is not importable
+    (no PYTHONPATH, which `make` sets): every module_utils file it reaches must be beside it (a missing processes.py
+    link once failed every benchmark run outside the test suite)."""
+    import subprocess
+    import sys
+    env = dict((k, v) for k, v in os.environ.items() if k != "PYTHONPATH")
+    harness = os.path.join(ROOT, "roles", "vllm_bench", "files", "vllm_bench.py")
+    probe = ("import runpy, sys; sys.argv = ['vllm_bench.py', '--help']\n"
+             "try:\n    runpy.run_path(%r, run_name='__main__')\nexcept SystemExit as e:\n    sys.exit(e.code)\n"
+             % harness)
+    res = subprocess.run([sys.executable, "-I", "-c", probe], cwd=str(tmp_path), env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "--out-dir" in res.stdout, res.stderr[-2000:]

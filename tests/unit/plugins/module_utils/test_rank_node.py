@@ -457,3 +457,35 @@ def test_boot_progress_reads_the_end_of_the_log_for_the_shard_count(tmp_path):
     docker.log_text = "INFO Starting to load model /models/glm\n"
     assert _node(tmp_path, docker).boot_progress(tail=50)["shards_loaded"] is None
     assert docker.calls[-1][2:4] == ["--tail", "50"]
+
+
+def test_boot_progress_past_loading_is_kept_per_container_start_and_not_read_again(tmp_path):
+    docker = Docker()
+    memo = str(tmp_path / "boot.json")
+    writes = []
+
+    def kept():  # the node's file as its writer left it
+        texts = [t for p, t in writes if p == memo]
+        if not texts:
+            raise IOError("no such file")
+        return texts[-1]
+    node = _node(tmp_path, docker, writes=writes, files={memo: kept})
+    loading = ("INFO Starting to load model /models/glm\n"
+               "Loading safetensors checkpoint shards:  57% Completed | 4/7 [01:02<00:47, 15.9s/it]\n")
+    docker.log_text = loading
+    assert node.boot_progress(started_at="t1", memo=memo)["phase"] == "loading"
+    assert writes == []  # still loading: the next status reads the log again
+    reads = lambda: len([c for c in docker.calls if c[1:2] == ["logs"]])  # noqa: E731
+    before = reads()
+    docker.log_text = loading + "INFO Loading weights took 91.20 seconds\n"
+    done = node.boot_progress(started_at="t1", memo=memo)
+    assert done == {"phase": "weights_loaded", "shards_loaded": 4, "shards_total": 7} and reads() == before + 1
+    docker.log_text = "INFO 127.0.0.1 - POST /v1/chat/completions 200\n" * 3  # the tail now holds requests only
+    assert node.boot_progress(started_at="t1", memo=memo) == done and reads() == before + 1
+    # a new start of the container (another StartedAt) is read from its log
+    docker.log_text = loading
+    assert node.boot_progress(started_at="t2", memo=memo)["phase"] == "loading" and reads() == before + 2
+    # a damaged memo, or none asked for, reads the log
+    writes.append((memo, "{not json"))
+    assert node.boot_progress(started_at="t2", memo=memo)["phase"] == "loading" and reads() == before + 3
+    assert node.boot_progress()["phase"] == "loading" and reads() == before + 4
