@@ -475,7 +475,9 @@ def test_boot_progress_past_loading_is_kept_per_container_start_and_not_read_aga
     docker.log_text = loading
     assert node.boot_progress(started_at="t1", memo=memo)["phase"] == "loading"
     assert writes == []  # still loading: the next status reads the log again
-    reads = lambda: len([c for c in docker.calls if c[1:2] == ["logs"]])  # noqa: E731
+
+    def reads():
+        return len([c for c in docker.calls if c[1:2] == ["logs"]])
     before = reads()
     docker.log_text = loading + "INFO Loading weights took 91.20 seconds\n"
     done = node.boot_progress(started_at="t1", memo=memo)
