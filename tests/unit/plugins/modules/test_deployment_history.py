@@ -25,6 +25,8 @@ case "$1" in
 esac
 """
 CAPTURE = json.loads(read_fixture("launch-lines", "captured", "docker-inspect-running.json"))
+# the lane file the fixture was made from, kept beside it so the shipped lane can change (README)
+FIXTURE_LANE = os.path.join(ROOT, "tests", "fixtures", "history", "lane-sim_cpu_tp2.yml")
 
 
 def lane(max_model_len=None, path=os.path.join(ROOT, "lanes", "sim_cpu_tp2.yml")):
@@ -173,10 +175,6 @@ def test_a_damaged_file_is_read_without_a_traceback_and_repaired_on_record(tmp_p
     assert (hist / "deployments.jsonl.damaged").read_text() == text
     after, problems = H.parse((hist / "deployments.jsonl").read_text())
     assert problems == [] and [e["id"] for e in after] == [e["id"] for e in entries] + [res["entry"]["id"]]
-
-
-# the lane file the fixture was made from, kept beside it so the shipped lane can change (README)
-FIXTURE_LANE = os.path.join(ROOT, "tests", "fixtures", "history", "lane-sim_cpu_tp2.yml")
 
 
 def fixture_rows(tmp_path):
