@@ -3,13 +3,16 @@
 Order matters: the head killed after ready (site.yml tears the orphaned worker down and restarts), a
 fix file altered in place under the running rank (site.yml restarts the group), a launch that differs from the
 rendered one (the start step's launch verification fails on the first rank), a worker killed during
-boot (the readiness wait fails on the rank exit), a port taken on the head while the
+boot (the readiness wait fails on the rank exit), the head's shard load frozen by a stall in vLLM's loader (the
+readiness wait leaves it alone at normal GPU power, then stops every rank once the GPU spins at low power: the
+loading livelock), a port taken on the head while the
 ranks are down (refused before any rank starts) and site.yml interrupted with SIGINT while the ranks
 start (the re-run repairs to a serving group).
 
 A rank that stops while verify_mounts reads its fix files (a stand-in container killed between the inspect and
 the exec, deterministically) is left to the health gate, never reported as a fix-file mismatch.
 """
+import json
 import os
 import time
 
@@ -272,6 +275,100 @@ def test_worker_killed_during_boot(fleet, tmp_path):
            detected_by=first["event_data"]["task"], failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc,
            run_s=run.seconds, state_after=state_summary(after),
            nothing_lost="the failed boot stops the play; the next site.yml tears every rank down (below)",
+           repair="site.yml (test_sigint_during_rank_start's re-run)")
+
+
+# The loading livelock (catalogue uvm_livelock) on a real CPU group: the tiny checkpoint's shards load in
+# milliseconds, so the test stalls vLLM's own loader. A sitecustomize on the head's cache mount (the sim lane mounts the
+# node's /var/tmp/vllm-cache at /cache) wraps tqdm.auto.tqdm; the shard bar prints 1/N after the first shard, then
+# stands still while the flag file exists. Only a process that finds the flag at start is touched.
+_STALL_DIR = "/var/tmp/vllm-cache/sim-faults"
+_STALL_SITE = """import os
+import time
+
+FLAG = "/cache/sim-faults/stall"
+if os.path.exists(FLAG):
+    import tqdm.auto as _auto
+
+    _Base = _auto.tqdm
+
+    class _StalledBar(_Base):
+        def __iter__(self):
+            for i, obj in enumerate(_Base.__iter__(self)):
+                if i == 1 and str(getattr(self, "desc", "")).startswith("Loading safetensors checkpoint shards"):
+                    self.n = max(self.n, 1)
+                    self.refresh()
+                    while os.path.exists(FLAG):
+                        time.sleep(0.5)
+                yield obj
+
+    _auto.tqdm = _StalledBar
+"""
+_STALL_OVERRIDES = {"container": {"env": {"PYTHONPATH": "/cache/sim-faults"}}}
+LIVELOCK_WINDOW_S = 20
+
+
+def _gpu_reads(node, util, watts):
+    """What the node's nvidia-smi stand-in reports (roles/sim_fleet/files/node/rootfs/usr/local/bin/nvidia-smi)."""
+    node_sh(node, "mkdir -p /run/sim && printf '%%s' '%s' > /run/sim/gpu.json"
+            % json.dumps({"utilization.gpu": str(util), "power.draw": "%.2f" % watts}))
+
+
+def _shard_bar(fleet):
+    """The last shard-bar line of the head's rank log, or ''."""
+    _rc, out, err = node_docker(fleet.head, "logs", "--tail", "400", fleet.container)
+    bars = [ln for ln in (out + "\n" + err).splitlines() if "Loading safetensors checkpoint shards" in ln]
+    return bars[-1] if bars else ""
+
+
+def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeout(fleet, tmp_path):
+    """restart.yml with the head's shard load frozen at 1/N (a stall in vLLM's loader): first the head's GPU reads
+    busy at normal power (an I/O stall, not a livelock) and the gate waits past the livelock window; then busy at low
+    power (a spinning GPU): the gate stops every rank at once, logs saved, and fails naming the head and the catalogue
+    cause, long before the lane's ready timeout."""
+    head = fleet.head
+    node_sh(head, "mkdir -p %s && cat > %s/sitecustomize.py <<'EOF'\n%sEOF\ntouch %s/stall"
+            % (_STALL_DIR, _STALL_DIR, _STALL_SITE, _STALL_DIR))
+    _gpu_reads(head, 97, 44.0)
+    thread, runner, t0 = start_playbook(
+        "playbooks/restart.yml", tmp_path, wait=False,
+        extravars={"vllm_lane_overrides": _STALL_OVERRIDES, "vllm_health_livelock_window_s": LIVELOCK_WINDOW_S})
+    try:
+        bar = _wait_for("the head's shard bar to stop at 1", lambda: "| 1/" in _shard_bar(fleet) and _shard_bar(fleet),
+                        timeout=900, thread=thread)
+        t_frozen = time.time()
+        # frozen past the window at 44 W: a long read, never a livelock (the gate keeps waiting)
+        time.sleep(LIVELOCK_WINDOW_S * 2)
+        assert thread.is_alive(), "the gate ended on a frozen load at normal power"
+        assert all(r["running"] for r in fleet.ranks().values())
+        t_low = time.time()
+        _gpu_reads(head, 97, 11.8)
+    finally:
+        run = finish(thread, runner, t0)
+        node_sh(head, "rm -rf %s; rm -f /run/sim/gpu.json" % _STALL_DIR, check=False)
+    assert run.rc != 0, run.output[-4000:]
+    first = run.first_failure()
+    msg = failure_message(first)
+    assert first["event_data"]["task"] == "Vllm_health | fail on a loading livelock", first["event_data"]
+    assert first["t"] > t_low, "failed before the GPU read low power"
+    assert "loading livelock on %s shard progress frozen at 1 for" % head in msg, msg
+    assert "catalogue uvm_livelock" in msg and "Every rank was stopped and its log saved" in msg, msg
+    stops = run.changed("Vllm_health | stop every rank of a livelocked load (logs saved)")
+    assert sorted(ev["event_data"]["host"] for ev in stops) == sorted(fleet.nodes), stops
+    for ev in stops:
+        assert ev["event_data"]["res"].get("log_path"), ev["event_data"]["res"]
+    after = fleet.ranks()
+    assert not any(r["exists"] for r in after.values()), after
+    assert not run.task_events(("runner_on_failed",), task="Vllm_health | give up after the lane's ready timeout")
+    record("loading_livelock_during_restart",
+           fault="restart.yml with the head's shard load frozen at 1/N (sitecustomize stall); GPU 97 %% at 44 W for "
+                 "%d s, then at 11.8 W" % (LIVELOCK_WINDOW_S * 2),
+           frozen_bar=bar.strip()[:160], frozen_after_s=round(t_frozen - t0, 1),
+           normal_power_waited_s=round(t_low - t_frozen, 1), detected_in_s=round(first["t"] - t_low, 1),
+           detected_in_from="the GPU reading low power", detected_by=first["event_data"]["task"],
+           failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
+           ready_timeout_s=fleet.lane["health"]["ready_timeout_s"], state_after=state_summary(after),
+           nothing_lost="every rank's log saved before removal (vllm_rank state=absent)",
            repair="site.yml (test_sigint_during_rank_start's re-run)")
 
 
