@@ -314,11 +314,11 @@ def _gpu_reads(node, util, watts):
             % json.dumps({"utilization.gpu": str(util), "power.draw": "%.2f" % watts}))
 
 
-def _shard_bar(fleet):
-    """The last shard-bar line of the head's rank log, or ''."""
+def _shard_bar(fleet, at):
+    """The last shard-bar line of the head's rank log when it contains `at`, else ''."""
     _rc, out, err = node_docker(fleet.head, "logs", "--tail", "400", fleet.container)
     bars = [ln for ln in (out + "\n" + err).splitlines() if "Loading safetensors checkpoint shards" in ln]
-    return bars[-1] if bars else ""
+    return bars[-1] if bars and at in bars[-1] else ""
 
 
 def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeout(fleet, tmp_path):
@@ -334,8 +334,8 @@ def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeo
         "playbooks/restart.yml", tmp_path, wait=False,
         extravars={"vllm_lane_overrides": _STALL_OVERRIDES, "vllm_health_livelock_window_s": LIVELOCK_WINDOW_S})
     try:
-        bar = _wait_for("the head's shard bar to stop at 1", lambda: "| 1/" in _shard_bar(fleet) and _shard_bar(fleet),
-                        timeout=900, thread=thread)
+        frozen_line = _wait_for("the head's shard bar to stop at 1", lambda: _shard_bar(fleet, at="| 1/"),
+                                timeout=900, thread=thread)
         t_frozen = time.time()
         # frozen past the window at 44 W: a long read, never a livelock (the gate keeps waiting)
         time.sleep(LIVELOCK_WINDOW_S * 2)
@@ -363,7 +363,7 @@ def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeo
     record("loading_livelock_during_restart",
            fault="restart.yml with the head's shard load frozen at 1/N (sitecustomize stall); GPU 97 %% at 44 W for "
                  "%d s, then at 11.8 W" % (LIVELOCK_WINDOW_S * 2),
-           frozen_bar=bar.strip()[:160], frozen_after_s=round(t_frozen - t0, 1),
+           frozen_bar=frozen_line.strip()[:160], frozen_after_s=round(t_frozen - t0, 1),
            normal_power_waited_s=round(t_low - t_frozen, 1), detected_in_s=round(first["t"] - t_low, 1),
            detected_in_from="the GPU reading low power", detected_by=first["event_data"]["task"],
            failed_hosts=failed_hosts(run), message=msg[:700], rc=run.rc, run_s=run.seconds,
