@@ -206,6 +206,13 @@ def node_sh(node, script, check=True, timeout=120):
     return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
 
 
+def set_gpu(fleet, node, **fields):
+    """What the node's nvidia-smi stand-in reports (/run/sim/gpu.json; utilization_gpu -> utilization.gpu);
+    no fields: its idle defaults again."""
+    data = json.dumps(dict((k.replace("_", "."), v) for k, v in fields.items()))
+    node_sh(node, "mkdir -p /run/sim && echo '%s' > /run/sim/gpu.json" % data if fields else "rm -f /run/sim/gpu.json")
+
+
 def rank_state(node, name):
     """The rank container on one node, from that node's dockerd."""
     rc, out, err = node_docker(node, "inspect", "-f",

@@ -12,7 +12,6 @@ start (the re-run repairs to a serving group).
 A rank that stops while verify_mounts reads its fix files (a stand-in container killed between the inspect and
 the exec, deterministically) is left to the health gate, never reported as a fix-file mismatch.
 """
-import json
 import os
 import time
 
@@ -33,6 +32,7 @@ from conftest import (
     playbook_pids,
     rank_state,
     record,
+    set_gpu,
     start_playbook,
     state_summary,
 )
@@ -308,12 +308,6 @@ _STALL_OVERRIDES = {"container": {"env": {"PYTHONPATH": "/cache/sim-faults"}}}
 LIVELOCK_WINDOW_S = 20
 
 
-def _gpu_reads(node, util, watts):
-    """What the node's nvidia-smi stand-in reports (roles/sim_fleet/files/node/rootfs/usr/local/bin/nvidia-smi)."""
-    node_sh(node, "mkdir -p /run/sim && printf '%%s' '%s' > /run/sim/gpu.json"
-            % json.dumps({"utilization.gpu": str(util), "power.draw": "%.2f" % watts}))
-
-
 def _shard_bar(fleet, at):
     """The last shard-bar line of the head's rank log when it contains `at`, else ''."""
     _rc, out, err = node_docker(fleet.head, "logs", "--tail", "400", fleet.container)
@@ -329,7 +323,7 @@ def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeo
     head = fleet.head
     node_sh(head, "mkdir -p %s && cat > %s/sitecustomize.py <<'EOF'\n%sEOF\ntouch %s/stall"
             % (_STALL_DIR, _STALL_DIR, _STALL_SITE, _STALL_DIR))
-    _gpu_reads(head, 97, 44.0)
+    set_gpu(fleet, head, utilization_gpu="97", power_draw="44.00")
     thread, runner, t0 = start_playbook(
         "playbooks/restart.yml", tmp_path, wait=False,
         extravars={"vllm_lane_overrides": _STALL_OVERRIDES, "vllm_health_livelock_window_s": LIVELOCK_WINDOW_S})
@@ -342,10 +336,11 @@ def test_loading_livelock_during_restart_stops_every_rank_before_the_ready_timeo
         assert thread.is_alive(), "the gate ended on a frozen load at normal power"
         assert all(r["running"] for r in fleet.ranks().values())
         t_low = time.time()
-        _gpu_reads(head, 97, 11.8)
+        set_gpu(fleet, head, utilization_gpu="97", power_draw="11.80")
     finally:
         run = finish(thread, runner, t0)
-        node_sh(head, "rm -rf %s; rm -f /run/sim/gpu.json" % _STALL_DIR, check=False)
+        node_sh(head, "rm -rf %s" % _STALL_DIR, check=False)
+        set_gpu(fleet, head)
     assert run.rc != 0, run.output[-4000:]
     first = run.first_failure()
     msg = failure_message(first)

@@ -32,7 +32,7 @@ import urllib.error
 import pytest
 
 from conftest import (WATCHDOG_FAST, WATCHDOG_SERVICE, WATCHDOG_STATE_DIR, ensure_serving, http_json, node_docker,
-                      node_sh, record, start_playbook, watchdog_journal, watchdog_state)
+                      node_sh, record, set_gpu, start_playbook, watchdog_journal, watchdog_state)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -69,11 +69,6 @@ def first_line(lines, *words):
         if all(w in m for w in words):
             return t, m
     return None, None
-
-
-def set_gpu(fleet, node, **fields):
-    data = json.dumps(dict((k.replace("_", "."), v) for k, v in fields.items()))
-    node_sh(node, "mkdir -p /run/sim && echo '%s' > /run/sim/gpu.json" % data if fields else "rm -f /run/sim/gpu.json")
 
 
 def _plan_line(fleet):
