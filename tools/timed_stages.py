@@ -12,7 +12,11 @@ never interleaved.
 The first lane of a step sets its pace (in make test, the end-to-end lane: it mostly waits on boots and
 watchdog windows); every later lane runs its targets under `nice -n 10`, so that what it runs on this machine
 (pytest, ansible, molecule) takes the CPU the first lane leaves idle instead of slowing it. Processes the docker
-daemon starts (the simulated nodes, the engine) are not the lane's children and keep their priority.
+daemon starts (the simulated nodes, the engine) are not the lane's children and nice does not reach them: where
+the machine has a cgroup-v1 CPU controller and docker's cgroupfs driver (as on the build machines), each later lane
+also runs in its own CPU cgroup /dgxspark-lane<N> with a low cpu.shares, and DGXSPARK_CGROUP_PARENT names it to
+what the lane starts (sim_fleet puts its nodes there, and each node's dockerd its ranks; the TP3 padding test its
+containers), so a lane's containers yield to the first lane as its own processes do. Elsewhere nice alone applies.
 
 A failing target ends its lane; the other lanes of the step finish the target they are running and start no
 new one, and no later step runs. The exit code is the first failing target's. The table is printed in every
@@ -35,6 +39,13 @@ LOG_DIR = os.path.join("reports", "stages")
 # CPU priority of every lane after a step's first (nice(1)): at 10 such a process gets about a tenth of a core
 # the first lane also wants, and all of a core it leaves idle.
 LATER_LANE_NICE = 10
+# The same for the CPU cgroup of a later lane (and so its containers): 128 against docker's and the first lane's
+# 1024 per entity is about nice 10's weight.
+LATER_LANE_CPU_SHARES = 128
+CPU_CGROUP_ROOT = "/sys/fs/cgroup/cpu"
+# Beside it on cgroup v1: the lane's processes and containers join a group of the same name there too, and the
+# table gives each later-lane target the CPU seconds its lane used (the first lane's is the machine's less that).
+CPUACCT = "cpuacct"
 
 
 def load1():
@@ -57,6 +68,53 @@ def busy_pct(before, after):
     return round(100.0 * (after[0] - before[0]) / total, 1) if total > 0 else None
 
 
+def docker_cgroup_driver():
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{.CgroupDriver}}"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def lane_cgroup(lane, root=CPU_CGROUP_ROOT, driver=docker_cgroup_driver):
+    """Make the CPU cgroup of a later lane (cgroup v1, root/dgxspark-lane<N> with LATER_LANE_CPU_SHARES) and return
+    its path as docker's --cgroup-parent takes it, or None where it cannot apply (no v1 CPU controller, not
+    writable, or docker not on the cgroupfs driver, which takes only a path): then nice alone applies."""
+    if not os.path.isfile(os.path.join(root, "cpu.shares")) or driver() != "cgroupfs":
+        return None
+    name = "dgxspark-lane%d" % lane
+    try:
+        os.makedirs(os.path.join(root, name), exist_ok=True)
+        with open(os.path.join(root, name, "cpu.shares"), "w") as f:
+            f.write("%d\n" % LATER_LANE_CPU_SHARES)
+    except OSError:
+        return None
+    try:
+        os.makedirs(os.path.join(os.path.dirname(root), CPUACCT, name), exist_ok=True)
+    except OSError:
+        pass  # accounting only
+    return "/" + name
+
+
+def _join_cgroup(dirs):
+    def join():
+        for d in dirs:
+            if os.path.isdir(d):
+                with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                    f.write("%d\n" % os.getpid())
+    return join
+
+
+def cgroup_cpu_s(acct_dir):
+    """CPU seconds used so far by a cgroup-v1 cpuacct group and all below it, or None without one."""
+    try:
+        with open(os.path.join(acct_dir, "cpuacct.usage")) as f:
+            return int(f.read().strip()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 def parse_steps(args):
     """['a', 'b,c|d'] -> [[['a']], [['b', 'c'], ['d']]]: steps of lanes of targets."""
     steps = []
@@ -69,11 +127,21 @@ def parse_steps(args):
 
 
 class Runner(object):
-    def __init__(self, make, started):
+    def __init__(self, make, started, cgroup_root=CPU_CGROUP_ROOT, driver=docker_cgroup_driver):
         self.make = shlex.split(make)
         self.started = started
         self.failed = None  # first failing target's rc
         self.lock = threading.Lock()
+        self.cgroup_root = cgroup_root
+        self.driver = driver
+        self.cgroups = {}
+
+    def cgroup(self, lane):
+        """The lane's CPU cgroup, made on its first target (dockerd runs by then: sim-images starts it)."""
+        with self.lock:
+            if lane not in self.cgroups:
+                self.cgroups[lane] = lane_cgroup(lane, self.cgroup_root, self.driver)
+            return self.cgroups[lane]
 
     def say(self, text):
         with self.lock:
@@ -83,25 +151,36 @@ class Runner(object):
         before = load1()
         jiffies = cpu_jiffies()
         t0 = time.time()
-        self.say("== stage %s (lane %d%s, load %.2f, at %.0f s)" % (
-            stage, lane, ", nice %d" % LATER_LANE_NICE if lane > 1 else "", before, t0 - self.started))
         argv = self.make + ["--no-print-directory", stage]
+        env, join, acct = None, None, None
         if lane > 1:
             argv = ["nice", "-n", str(LATER_LANE_NICE)] + argv
+            cgroup = self.cgroup(lane)
+            if cgroup:
+                env = dict(os.environ, DGXSPARK_CGROUP_PARENT=cgroup)
+                acct = os.path.join(os.path.dirname(self.cgroup_root), CPUACCT, cgroup.lstrip("/"))
+                join = _join_cgroup([os.path.join(self.cgroup_root, cgroup.lstrip("/")), acct])
+        acct_before = cgroup_cpu_s(acct) if acct else None
+        self.say("== stage %s (lane %d%s%s, load %.2f, at %.0f s)" % (
+            stage, lane, ", nice %d" % LATER_LANE_NICE if lane > 1 else "",
+            ", cpu cgroup %s" % env["DGXSPARK_CGROUP_PARENT"] if env else "", before, t0 - self.started))
         log = None
         if side_by_side:
             os.makedirs(LOG_DIR, exist_ok=True)
             log = os.path.join(LOG_DIR, "%s.log" % stage)
             with open(log, "w") as out:
-                rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT)
+                rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=join)
             with open(log, errors="replace") as f:
                 text = f.read()
             self.say("== stage %s output (lane %d, %s)\n%s== stage %s: rc %d, %.0f s" % (
                 stage, lane, log, text, stage, rc, time.time() - t0))
         else:
-            rc = subprocess.call(argv)
+            rc = subprocess.call(argv, env=env, preexec_fn=join)
         return {"stage": stage, "lane": lane, "rc": rc, "seconds": round(time.time() - t0, 1),
                 "started_s": round(t0 - self.started, 1), "nice": LATER_LANE_NICE if lane > 1 else 0,
+                "cgroup": env["DGXSPARK_CGROUP_PARENT"] if env else None,
+                "lane_cpu_s": _delta(acct_before, cgroup_cpu_s(acct) if acct else None),
+                "machine_cpu_s": round((cpu_jiffies()[0] - jiffies[0]) / os.sysconf("SC_CLK_TCK"), 1),
                 "load_before": before, "load_after": load1(),
                 "cpu_busy_pct": busy_pct(jiffies, cpu_jiffies()), "side_by_side": side_by_side, "log": log}
 
@@ -120,9 +199,13 @@ class Runner(object):
                         self.failed = row["rc"]
 
 
+def _delta(before, after):
+    return round(after - before, 1) if before is not None and after is not None else None
+
+
 def not_run(stage, lane):
     return {"stage": stage, "lane": lane, "rc": None, "seconds": None, "started_s": None, "nice": None,
-            "load_before": None,
+            "cgroup": None, "lane_cpu_s": None, "machine_cpu_s": None, "load_before": None,
             "load_after": None, "cpu_busy_pct": None, "side_by_side": None, "log": None}
 
 
@@ -130,11 +213,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="also write the table as JSON to this file")
     ap.add_argument("--make", default=os.environ.get("MAKE", "make"))
+    ap.add_argument("--cgroup-root", default=CPU_CGROUP_ROOT,
+                    help="the cgroup-v1 CPU hierarchy later lanes get their cgroup in (default %(default)s)")
+    ap.add_argument("--docker-cgroup-driver", default=None,
+                    help="docker's cgroup driver (default: asked of `docker info` when a later lane starts)")
     ap.add_argument("steps", nargs="+", help="make targets; 'a,b|c' runs lane a then b beside lane c")
     args = ap.parse_args()
 
     started = time.time()
-    runner = Runner(args.make, started)
+    driver = (lambda: args.docker_cgroup_driver) if args.docker_cgroup_driver else docker_cgroup_driver
+    runner = Runner(args.make, started, args.cgroup_root, driver)
     rows = []
     for lanes in parse_steps(args.steps):
         lane_rows = [[] for _lane in lanes]
@@ -155,16 +243,19 @@ def main():
     rc = runner.failed or 0
     total = round(time.time() - started, 1)
 
-    print("\n%-12s %4s %8s %8s %4s %6s %s" % (
-        "stage", "lane", "start s", "seconds", "rc", "cpu %", "load (1 min) before -> after"))
+    # cpu s: the machine's busy CPU seconds while the target ran (both lanes when side by side); lane cpu s: its
+    # own lane's cgroup, where it has one
+    print("\n%-12s %4s %8s %8s %4s %6s %7s %9s %s" % (
+        "stage", "lane", "start s", "seconds", "rc", "cpu %", "cpu s", "lane cpu", "load (1 min) before -> after"))
     for r in rows:
         if r["rc"] is None:
-            print("%-12s %4d %8s %8s %4s %6s %s" % (r["stage"], r["lane"], "-", "-", "-", "-",
-                                                    "not run (a target failed)"))
+            print("%-12s %4d %8s %8s %4s %6s %7s %9s %s" % (r["stage"], r["lane"], "-", "-", "-", "-", "-", "-",
+                                                            "not run (a target failed)"))
         else:
-            print("%-12s %4d %8.0f %8.1f %4d %6s %.2f -> %.2f%s" % (
+            print("%-12s %4d %8.0f %8.1f %4d %6s %7.0f %9s %.2f -> %.2f%s" % (
                 r["stage"], r["lane"], r["started_s"], r["seconds"], r["rc"],
-                "%.1f" % r["cpu_busy_pct"] if r["cpu_busy_pct"] is not None else "?",
+                "%.1f" % r["cpu_busy_pct"] if r["cpu_busy_pct"] is not None else "?", r["machine_cpu_s"],
+                "%.0f" % r["lane_cpu_s"] if r["lane_cpu_s"] is not None else "-",
                 r["load_before"], r["load_after"], " (beside another lane)" if r["side_by_side"] else ""))
     print("%-12s %4s %8s %8.1f %4d (%.1f min, %d cores)" % (
         "total", "", "", total, rc, total / 60, os.cpu_count() or 0))

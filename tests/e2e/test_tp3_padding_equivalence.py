@@ -93,7 +93,11 @@ def write_qwen3(out, tokenizer_dir, seed=0):
 
 
 def docker(*args, check=True, timeout=600):
-    proc = subprocess.run(["docker"] + list(args), capture_output=True, text=True, timeout=timeout, check=False)
+    args = list(args)
+    if args[0] == "run" and os.environ.get("DGXSPARK_CGROUP_PARENT"):
+        # make test's later lane: its containers share that lane's low CPU share (tools/timed_stages.py)
+        args[1:1] = ["--cgroup-parent", os.environ["DGXSPARK_CGROUP_PARENT"]]
+    proc = subprocess.run(["docker"] + args, capture_output=True, text=True, timeout=timeout, check=False)
     if check and proc.returncode:
         raise AssertionError("docker %s: %s" % (" ".join(args[:3]), proc.stderr.strip()[-2000:]))
     return proc

@@ -3,6 +3,7 @@
 import importlib.machinery
 import importlib.util
 import ipaddress
+import json
 import os
 import subprocess
 import sys
@@ -144,3 +145,16 @@ def test_nvidia_smi_reads_what_a_test_sets(tmp_path, capsys, fixture_path):
     (tmp_path / "gpu.json").write_text('{"utilization.gpu": "96", "power.draw": "12.40", "clocks.sm": "2405"}')
     assert mod.main(args) == 0
     assert capsys.readouterr().out.splitlines() == capture(fixture_path, "watchdog", "nvidia-smi", "gpu-spinning.csv")
+
+
+def test_dockerd_gets_the_cgroup_parent_the_node_was_started_under_and_loses_it_when_unset(simboot, tmp_path):
+    config = tmp_path / "daemon.json"
+    shipped = os.path.join(NODE, "etc", "docker", "daemon.json")
+    with open(shipped) as f:
+        original = json.load(f)
+    config.write_text(json.dumps(original))
+    assert simboot.dockerd_cgroup_parent("/dgxspark-lane2", str(config)) is True
+    assert json.loads(config.read_text()) == dict(original, **{"cgroup-parent": "/dgxspark-lane2"})
+    assert simboot.dockerd_cgroup_parent("/dgxspark-lane2", str(config)) is False  # a second boot: unchanged
+    assert simboot.dockerd_cgroup_parent("", str(config)) is True  # started without one: docker's own again
+    assert json.loads(config.read_text()) == original

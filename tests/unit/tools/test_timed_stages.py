@@ -22,6 +22,7 @@ STEP = """import os, sys, time
 with open("trace", "a") as f:
     f.write("%s start %.3f\\n" % (sys.argv[1], time.time()))
     f.write("%s nice %d\\n" % (sys.argv[1], os.nice(0)))
+    f.write("%s cgroup %s\\n" % (sys.argv[1], os.environ.get("DGXSPARK_CGROUP_PARENT", "-")))
 time.sleep(float(sys.argv[2]))
 with open("trace", "a") as f:
     f.write("%s end %.3f\\n" % (sys.argv[1], time.time()))
@@ -46,16 +47,19 @@ def test_steps_are_lanes_of_targets(args, want):
     assert ts.parse_steps(args) == want
 
 
-def _run(tmp_path, *steps):
+def _run(tmp_path, *steps, cgroup_root=None, driver="cgroupfs"):
+    """Runs the script on the throw-away Makefile; cgroup_root stands in for /sys/fs/cgroup/cpu (by default one
+    that does not exist, so the machine's own cgroups are never touched)."""
     (tmp_path / "Makefile").write_text(MAKEFILE)
     (tmp_path / "step.py").write_text(STEP)
-    proc = subprocess.run([sys.executable, SCRIPT, "--json", "t.json"] + list(steps), cwd=str(tmp_path),
+    opts = ["--cgroup-root", str(cgroup_root or tmp_path / "no-cgroup"), "--docker-cgroup-driver", driver]
+    proc = subprocess.run([sys.executable, SCRIPT, "--json", "t.json"] + opts + list(steps), cwd=str(tmp_path),
                           capture_output=True, text=True, timeout=120, check=False)
     trace = {}
     if (tmp_path / "trace").exists():
         for line in (tmp_path / "trace").read_text().splitlines():
             name, what, when = line.split()
-            trace.setdefault(name, {})[what] = float(when)
+            trace.setdefault(name, {})[what] = when if what == "cgroup" else float(when)
     table = json.loads((tmp_path / "t.json").read_text())
     return proc, trace, table
 
@@ -81,6 +85,41 @@ def test_lanes_run_side_by_side_and_steps_in_order(tmp_path):
     assert (tmp_path / "reports" / "stages" / "quick.log").read_text().strip().endswith("output of quick")
 
 
+def test_a_later_lane_runs_in_its_own_cpu_cgroup_and_names_it_to_what_it_starts(tmp_path):
+    root = tmp_path / "cpu"
+    root.mkdir()
+    (root / "cpu.shares").write_text("1024\n")  # what a cgroup-v1 CPU hierarchy has at its root
+    (tmp_path / "cpuacct").mkdir()
+    proc, trace, table = _run(tmp_path, "slow|quick,after", cgroup_root=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (root / "dgxspark-lane2" / "cpu.shares").read_text() == "%d\n" % ts.LATER_LANE_CPU_SHARES
+    # lane 2's make processes wrote their own pids, in the CPU group and its accounting twin (a plain file here
+    # keeps the last; a real cgroup.procs adds)
+    for hierarchy in (root, tmp_path / "cpuacct"):
+        joined = (hierarchy / "dgxspark-lane2" / "cgroup.procs").read_text().split()
+        assert len(joined) == 1 and int(joined[0]) > 1
+    # no cpuacct.usage in the stand-in: the lane's CPU seconds are unknown, the machine's are counted
+    assert [r["lane_cpu_s"] for r in table["stages"]] == [None, None, None]
+    assert all(r["machine_cpu_s"] >= 0 for r in table["stages"])
+    assert [trace[t]["cgroup"] for t in ("slow", "quick", "after")] == ["-", "/dgxspark-lane2", "/dgxspark-lane2"]
+    assert [(r["stage"], r["cgroup"]) for r in table["stages"]] == [
+        ("slow", None), ("quick", "/dgxspark-lane2"), ("after", "/dgxspark-lane2")]
+    assert "cpu cgroup /dgxspark-lane2" in proc.stdout
+
+
+@pytest.mark.parametrize("shares_file, driver", [(False, "cgroupfs"), (True, "systemd")])
+def test_no_cpu_cgroup_where_docker_could_not_use_it(tmp_path, shares_file, driver):
+    # cgroup v2 or no CPU controller (no cpu.shares), or docker's systemd driver (it takes slices, not paths)
+    root = tmp_path / "cpu"
+    root.mkdir()
+    if shares_file:
+        (root / "cpu.shares").write_text("1024\n")
+    proc, trace, table = _run(tmp_path, "slow|quick", cgroup_root=root, driver=driver)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert trace["quick"]["cgroup"] == "-" and not (root / "dgxspark-lane2").exists()
+    assert [r["cgroup"] for r in table["stages"]] == [None, None]
+
+
 def test_a_failing_target_ends_its_lane_and_the_run(tmp_path):
     proc, trace, table = _run(tmp_path, "bad,after|slow,quick", "a")
     assert proc.returncode == 2  # make's code for a failed recipe, passed through
@@ -90,3 +129,9 @@ def test_a_failing_target_ends_its_lane_and_the_run(tmp_path):
     assert by[("quick", 2)]["rc"] is None and by[("a", 1)]["rc"] is None  # ... and starts no new one
     assert set(trace) == {"bad", "slow"}
     assert table["rc"] == 2 and "not run (a target failed)" in proc.stdout
+
+
+def test_lane_cpu_seconds_are_read_from_cpuacct_usage_in_nanoseconds(tmp_path):
+    (tmp_path / "cpuacct.usage").write_text("2500000000\n")
+    assert ts.cgroup_cpu_s(str(tmp_path)) == 2.5
+    assert ts.cgroup_cpu_s(str(tmp_path / "gone")) is None
