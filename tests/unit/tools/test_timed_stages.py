@@ -53,8 +53,10 @@ def _run(tmp_path, *steps, cgroup_root=None, driver="cgroupfs"):
     (tmp_path / "Makefile").write_text(MAKEFILE)
     (tmp_path / "step.py").write_text(STEP)
     opts = ["--cgroup-root", str(cgroup_root or tmp_path / "no-cgroup"), "--docker-cgroup-driver", driver]
+    # make test runs this very test inside its second lane, whose cgroup is in the environment
+    env = dict((k, v) for k, v in os.environ.items() if k != "DGXSPARK_CGROUP_PARENT")
     proc = subprocess.run([sys.executable, SCRIPT, "--json", "t.json"] + opts + list(steps), cwd=str(tmp_path),
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
     trace = {}
     if (tmp_path / "trace").exists():
         for line in (tmp_path / "trace").read_text().splitlines():
