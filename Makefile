@@ -74,9 +74,9 @@ test-watchdog: venv host-deps
 
 # What CI runs (.ci/run), in two lanes side by side after the images (tools/timed_stages.py: 'a,b|c,d' runs lane
 # a then b beside lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's
-# 90. Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: it waits on boots and watchdog windows
-# most of the time and sets the pace. Lane 2 runs at nice 10 and, on a cgroup-v1 machine, in a CPU cgroup of low
-# cpu.shares that its containers join too, in the CPU lane 1 leaves idle: it boots the TP3
+# 90. Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: its boots and watchdog windows set the
+# pace (it keeps about 60 % of the machine busy). Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a
+# cgroup-v1 machine, a CPU cgroup of low cpu.shares that its containers join too. It boots the TP3
 # fleet (its test removes it at the end), then the controller-only stages and molecule (its nodes on 198.19/16). The fleets, molecule's nodes, their networks and the reports each
 # test reads are apart (the TP3 test reads its own run's health report, not reports/health-latest.json).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every

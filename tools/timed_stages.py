@@ -9,8 +9,8 @@ of one lane, as before lanes existed. A lane of a step that runs beside another 
 reports/stages/<target>.log and the whole log is printed when the target ends, so the output of two lanes is
 never interleaved.
 
-The first lane of a step sets its pace (in make test, the end-to-end lane: it mostly waits on boots and
-watchdog windows); every later lane runs its targets under `nice -n 10`, so that what it runs on this machine
+The first lane of a step sets its pace (in make test, the end-to-end lane: its boots and watchdog windows
+set its length, though it keeps about 60 % of the machine busy); every later lane runs its targets under `nice -n 10`, so that what it runs on this machine
 (pytest, ansible, molecule) takes the CPU the first lane leaves idle instead of slowing it. Processes the docker
 daemon starts (the simulated nodes, the engine) are not the lane's children and nice does not reach them: where
 the machine has a cgroup-v1 CPU controller and docker's cgroupfs driver (as on the build machines), each later lane
@@ -83,18 +83,24 @@ def lane_cgroup(lane, root=CPU_CGROUP_ROOT, driver=docker_cgroup_driver):
     writable, or docker not on the cgroupfs driver, which takes only a path): then nice alone applies."""
     if not os.path.isfile(os.path.join(root, "cpu.shares")) or driver() != "cgroupfs":
         return None
-    name = "dgxspark-lane%d" % lane
+    parent = "/dgxspark-lane%d" % lane
+    cpu_dir, acct_dir = cgroup_dirs(root, parent)
     try:
-        os.makedirs(os.path.join(root, name), exist_ok=True)
-        with open(os.path.join(root, name, "cpu.shares"), "w") as f:
+        os.makedirs(cpu_dir, exist_ok=True)
+        with open(os.path.join(cpu_dir, "cpu.shares"), "w") as f:
             f.write("%d\n" % LATER_LANE_CPU_SHARES)
     except OSError:
         return None
     try:
-        os.makedirs(os.path.join(os.path.dirname(root), CPUACCT, name), exist_ok=True)
+        os.makedirs(acct_dir, exist_ok=True)
     except OSError:
         pass  # accounting only
-    return "/" + name
+    return parent
+
+
+def cgroup_dirs(root, parent):
+    """The CPU group of a --cgroup-parent path under root, and its cpuacct twin beside root."""
+    return os.path.join(root, parent.lstrip("/")), os.path.join(os.path.dirname(root), CPUACCT, parent.lstrip("/"))
 
 
 def _join_cgroup(dirs):
@@ -158,8 +164,8 @@ class Runner(object):
             cgroup = self.cgroup(lane)
             if cgroup:
                 env = dict(os.environ, DGXSPARK_CGROUP_PARENT=cgroup)
-                acct = os.path.join(os.path.dirname(self.cgroup_root), CPUACCT, cgroup.lstrip("/"))
-                join = _join_cgroup([os.path.join(self.cgroup_root, cgroup.lstrip("/")), acct])
+                dirs = cgroup_dirs(self.cgroup_root, cgroup)
+                acct, join = dirs[1], _join_cgroup(dirs)
         acct_before = cgroup_cpu_s(acct) if acct else None
         self.say("== stage %s (lane %d%s%s, load %.2f, at %.0f s)" % (
             stage, lane, ", nice %d" % LATER_LANE_NICE if lane > 1 else "",
@@ -176,13 +182,14 @@ class Runner(object):
                 stage, lane, log, text, stage, rc, time.time() - t0))
         else:
             rc = subprocess.call(argv, env=env, preexec_fn=join)
+        jiffies_after = cpu_jiffies()
         return {"stage": stage, "lane": lane, "rc": rc, "seconds": round(time.time() - t0, 1),
                 "started_s": round(t0 - self.started, 1), "nice": LATER_LANE_NICE if lane > 1 else 0,
                 "cgroup": env["DGXSPARK_CGROUP_PARENT"] if env else None,
                 "lane_cpu_s": _delta(acct_before, cgroup_cpu_s(acct) if acct else None),
-                "machine_cpu_s": round((cpu_jiffies()[0] - jiffies[0]) / os.sysconf("SC_CLK_TCK"), 1),
+                "machine_cpu_s": round((jiffies_after[0] - jiffies[0]) / os.sysconf("SC_CLK_TCK"), 1),
                 "load_before": before, "load_after": load1(),
-                "cpu_busy_pct": busy_pct(jiffies, cpu_jiffies()), "side_by_side": side_by_side, "log": log}
+                "cpu_busy_pct": busy_pct(jiffies, jiffies_after), "side_by_side": side_by_side, "log": log}
 
     def lane(self, targets, lane, side_by_side, rows):
         for stage in targets:
