@@ -29,6 +29,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -206,6 +207,23 @@ class Runner(object):
                         self.failed = row["rc"]
 
 
+# What says why a stage failed, in the logs of ansible, molecule and pytest (CI shows only the end of its output,
+# and a stage's whole log is printed before the table, so these lines are repeated after it).
+FAILURE_LINE = re.compile(r"fatal: \[|FAILED!|\[ERROR\]|^ERROR |^E  |Traceback|Error:|^FAILED |failed=[1-9]")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure_lines(text, limit=40):
+    """The last `limit` distinct lines of a log that say why it failed, ANSI colours removed."""
+    seen, picked = set(), []
+    for line in ANSI.sub("", text).splitlines():
+        line = line.rstrip()
+        if FAILURE_LINE.search(line) and line not in seen:
+            seen.add(line)
+            picked.append(line)
+    return picked[-limit:]
+
+
 def _delta(before, after):
     return round(after - before, 1) if before is not None and after is not None else None
 
@@ -266,6 +284,12 @@ def main():
                 r["load_before"], r["load_after"], " (beside another lane)" if r["side_by_side"] else ""))
     print("%-12s %4s %8s %8.1f %4d (%.1f min, %d cores)" % (
         "total", "", "", total, rc, total / 60, os.cpu_count() or 0))
+    for r in rows:
+        if r["rc"] and r["log"]:
+            with open(r["log"], errors="replace") as f:
+                lines = failure_lines(f.read())
+            print("\n== why stage %s failed (its log's error lines, %s):" % (r["stage"], r["log"]))
+            print("\n".join(lines) if lines else "(no error line found: read the whole log above)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

@@ -33,7 +33,7 @@ a: ; @python3 step.py a 0.1
 slow: ; @python3 step.py slow 1.5
 quick: ; @python3 step.py quick 0.2
 after: ; @python3 step.py after 0.1
-bad: ; @python3 step.py bad 0.3 && exit 3
+bad: ; @python3 step.py bad 0.3 && printf '\\033[31mfatal: [pf-0]: FAILED! => {"msg": "why"}\\033[0m\\nok: [x] failed=0\\n' && exit 3
 """
 
 
@@ -131,6 +131,17 @@ def test_a_failing_target_ends_its_lane_and_the_run(tmp_path):
     assert by[("quick", 2)]["rc"] is None and by[("a", 1)]["rc"] is None  # ... and starts no new one
     assert set(trace) == {"bad", "slow"}
     assert table["rc"] == 2 and "not run (a target failed)" in proc.stdout
+    # after the table, the failed stage's error lines again (CI shows the end of the output), colours removed,
+    # and not the recap line of a play that failed nothing
+    tail = proc.stdout[proc.stdout.index("(a target failed)"):]
+    why = tail[tail.index("== why stage bad failed"):].splitlines()
+    assert why[1:] == ['fatal: [pf-0]: FAILED! => {"msg": "why"}']
+
+
+def test_failure_lines_keep_the_last_distinct_ones():
+    log = "\n".join(["ERROR boom %d" % (i % 50) for i in range(120)] + ["ok=3 failed=0", "E   assert 1 == 2"])
+    lines = ts.failure_lines(log, limit=3)
+    assert lines == ["ERROR boom 48", "ERROR boom 49", "E   assert 1 == 2"]
 
 
 def test_lane_cpu_seconds_are_read_from_cpuacct_usage_in_nanoseconds(tmp_path):
