@@ -134,6 +134,34 @@ def gpu_state(sample, power_floor_w=DEFAULT_POWER_FLOOR_W, busy_util_pct=DEFAULT
     return "low"
 
 
+# The watchdog's GPU readings as Prometheus metrics (node-exporter's textfile collector on the head reads them): one
+# series per node and figure, labelled host (the scrape's own node label names the head), in Prometheus base units
+# (a 0-1 ratio, watts, hertz); a figure nvidia-smi gave as [N/A] has no series rather than a made-up 0.
+GPU_METRICS = (
+    ("utilization_pct", "dgxspark_vllm_gpu_utilization_ratio", "GPU utilisation (0-1) at the watchdog's last look.",
+     0.01),
+    ("power_w", "dgxspark_vllm_gpu_power_watts", "GPU power draw (W) at the watchdog's last look.", 1.0),
+    ("clocks_sm_mhz", "dgxspark_vllm_gpu_sm_clock_hertz", "GPU SM clock (Hz) at the watchdog's last look.", 1e6),
+)
+
+
+def exposition_label(value):
+    """A label value of Prometheus's text exposition format: backslash, double quote and newline escaped."""
+    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def gpu_metric_lines(gpus):
+    """{node: parse_gpu_query result or None} -> the exposition lines (HELP, TYPE, one sample per node that has
+    the figure), nodes sorted; a figure no node has is left out whole."""
+    lines = []
+    for key, name, text, scale in GPU_METRICS:
+        samples = ['%s{host="%s"} %s' % (name, exposition_label(node), repr(round(sample[key] * scale, 6)))
+                   for node, sample in sorted((gpus or {}).items()) if sample and sample.get(key) is not None]
+        if samples:
+            lines += ["# HELP %s %s" % (name, text), "# TYPE %s gauge" % name] + samples
+    return lines
+
+
 # --------------------------------------------------------------------------------------------
 # The canary under power (catalogue gpu_low_power): is the engine really computing?
 # --------------------------------------------------------------------------------------------

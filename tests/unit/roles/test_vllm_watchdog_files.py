@@ -6,6 +6,8 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -196,6 +198,26 @@ def test_a_reset_request_clears_strikes_and_lifts_a_give_up(tmp_path, capsys):
     assert json.loads((tmp_path / "state.json").read_text())["strikes"] == 0
     assert "dgxspark_vllm_watchdog_strikes 0" in (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
     assert "action=reset cause=reset by a person" in capsys.readouterr().out
+
+
+def test_the_metrics_file_carries_each_nodes_gpu_figures_and_promtool_accepts_it(tmp_path):
+    """The textfile node-exporter serves: the watchdog's state and, from the last verdict, each node's GPU figures
+    (verdict.gpu_metric_lines), checked by `promtool check metrics` where the prometheus package is installed."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
+    wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health, lifecycle)
+    wd.save_state("watching", {"verdict": "idle", "gpus": {"h": verdict.parse_gpu_query("96, 12.40, 2405\n"),
+                                                            "w": verdict.parse_gpu_query("0, 4.00, 208\n")}})
+    text = (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
+    assert 'dgxspark_vllm_watchdog_verdict{verdict="idle"} 1' in text
+    assert 'dgxspark_vllm_gpu_power_watts{host="h"} 12.4\ndgxspark_vllm_gpu_power_watts{host="w"} 4.0' in text
+    assert 'dgxspark_vllm_gpu_sm_clock_hertz{host="w"} 208000000.0' in text
+    promtool = shutil.which("promtool")
+    if promtool:
+        res = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60,
+                             check=False)
+        assert res.returncode == 0, res.stdout + res.stderr
+    wd.save_state("restarting")  # the verdict stays the last one seen, and so do its GPU figures
+    assert "dgxspark_vllm_gpu_power_watts" in (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
 
 
 def test_agent_gpu_sample_asks_what_the_head_parses(monkeypatch):

@@ -85,6 +85,33 @@ def test_power_floor_and_busy_threshold_are_parameters():
     assert V.gpu_state(s, busy_util_pct=97.0) == "low"
 
 
+def test_gpu_readings_become_one_series_per_node_in_base_units():
+    gpus = {"spark-b": V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-spinning.csv")),
+            "spark-a": V.parse_gpu_query(read_fixture(W, "nvidia-smi", "gpu-computing.csv")),
+            # a build that gives [N/A] for the SM clock: no clock series for it, never a 0
+            "spark-c": V.parse_gpu_query("0, 4.00, [N/A]\n"),
+            "spark-d": None}  # a node whose agent gave no reading
+    lines = V.gpu_metric_lines(gpus)
+    samples = [line for line in lines if not line.startswith("#")]
+    assert samples == [
+        'dgxspark_vllm_gpu_utilization_ratio{host="spark-a"} 0.96',
+        'dgxspark_vllm_gpu_utilization_ratio{host="spark-b"} 0.96',
+        'dgxspark_vllm_gpu_utilization_ratio{host="spark-c"} 0.0',
+        'dgxspark_vllm_gpu_power_watts{host="spark-a"} 61.2',
+        'dgxspark_vllm_gpu_power_watts{host="spark-b"} 12.4',
+        'dgxspark_vllm_gpu_power_watts{host="spark-c"} 4.0',
+        'dgxspark_vllm_gpu_sm_clock_hertz{host="spark-a"} 2405000000.0',
+        'dgxspark_vllm_gpu_sm_clock_hertz{host="spark-b"} 2405000000.0']
+    assert "# TYPE dgxspark_vllm_gpu_power_watts gauge" in lines
+    assert V.gpu_metric_lines({}) == [] and V.gpu_metric_lines(None) == []
+
+
+def test_a_node_name_is_escaped_for_the_exposition_format():
+    assert V.exposition_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
+    line = V.gpu_metric_lines({'we"ird\\': {"power_w": 5.0}})[-1]
+    assert line == 'dgxspark_vllm_gpu_power_watts{host="we\\"ird\\\\"} 5.0'
+
+
 # ---- group verdicts on captured pairs ----------------------------------------------------------
 
 def _gpus(name):
