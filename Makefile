@@ -37,6 +37,7 @@ host-deps:
 lint: venv
 	$(ACT) yamllint -s .
 	$(ACT) ansible-lint --profile production
+	$(ACT) antsibull-changelog lint
 
 sanity: venv
 	bash tools/sanity.sh $(SANITY_ROOT)
