@@ -3,7 +3,8 @@
 # Idempotent: installs only what is missing. Needs root (or passwordless sudo).
 set -euo pipefail
 pkgs=(docker.io debootstrap openssh-client iproute2 rsync git make python3-venv shellcheck util-linux curl ca-certificates
-      prometheus)  # promtool for tests/unit/roles/test_vllm_monitoring_rules.py (Debian ships it in this package)
+      prometheus  # promtool for tests/unit/roles/test_vllm_monitoring_rules.py (Debian ships it in this package)
+      chromium)  # headless: the fault suite's look at Prometheus's alerts page (tests/e2e/faults/test_45_watchdog.py)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -16,6 +16,11 @@ with the machine's load average. The issue's seventh scenario, a lane with an AP
 test of test_30_security.py (its keyed run installs the watchdog with these short cycles), so the key's restart
 pair serves both.
 
+Monitoring (issue 33) rides on the first restart: vllm_monitoring is installed on the same fleet (Prometheus and
+node-exporter from the node image's Debian packages, 5 s scrapes), every scrape target is seen up, each node's GPU
+figure equals what its nvidia-smi prints, every recording rule the lane can feed (so every dashboard panel) has
+data, and the killed head's VllmEndpointDown is seen firing and then resolved; the units are stopped after it.
+
 It runs before test_50_doctor (file order): the fleet test_40_tags leaves serving needs no repair deploy, and
 the doctor scenarios after it meet a head whose saved logs hold the cascades these restarts caused, which doctor
 reports as past incidents of a serving rank, never as its state.
@@ -24,15 +29,20 @@ reports as past incidents of a serving rank, never as its state.
 passed: docs/watchdog.md.
 """
 import json
+import os
+import re
+import shutil
 import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 
 import pytest
+import yaml
 
-from conftest import (WATCHDOG_FAST, WATCHDOG_SERVICE, WATCHDOG_STATE_DIR, ensure_serving, http_json, node_docker,
-                      node_sh, record, set_gpu, start_playbook, watchdog_journal, watchdog_state)
+from conftest import (ROOT, WATCHDOG_FAST, WATCHDOG_SERVICE, WATCHDOG_STATE_DIR, ensure_serving, http_json,
+                      node_docker, node_sh, record, set_gpu, start_playbook, watchdog_journal, watchdog_state)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -153,6 +163,108 @@ def test_installed_and_a_serving_group_is_left_alone(watched, tmp_path):
         [(e["event_data"]["host"], e["event_data"]["task"]) for e in again.changed()]
 
 
+# vllm_monitoring on the same fleet (issue 33): Prometheus from the node image's Debian packages on the head, the
+# shortest scrape interval its kind allows and a short `for`, so the kill below is seen firing and resolving.
+MONITOR = {"vllm_monitoring_enabled": True, "vllm_monitoring_scrape_interval_s": 5, "vllm_monitoring_down_for_s": 6}
+MON_ROLE = os.path.join(ROOT, "roles", "vllm_monitoring")
+
+
+def prom(fleet, expr):
+    """An instant query to Prometheus's HTTP API on the head: the result vector."""
+    url = "http://%s:9090/api/v1/query?%s" % (fleet.address[fleet.head], urllib.parse.urlencode({"query": expr}))
+    status, body = http_json(url, timeout=30)
+    assert status == 200 and body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def alerts_page(fleet, png):
+    """Prometheus's alerts page (the Debian package's server-rendered UI) in headless Chromium: a screenshot saved
+    at png, and the page's DOM returned."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: bash tools/host-deps.sh installs it"
+    # Debian's package serves the classic UI under /classic (its / redirects there; /alerts is a 404)
+    url = "http://%s:9090/classic/alerts" % fleet.address[fleet.head]
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-proxy-server", "--hide-scrollbars"]
+    os.makedirs(os.path.dirname(png), exist_ok=True)
+    subprocess.run(flags + ["--window-size=1280,1200", "--screenshot=" + png, url], capture_output=True,
+                   timeout=120, check=True)
+    return subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120,
+                          check=True).stdout
+
+
+def stop_monitoring(fleet):
+    for node in fleet.nodes:
+        node_sh(node, "systemctl disable --now prometheus prometheus-node-exporter 2>/dev/null || true", check=False)
+
+
+@pytest.fixture(scope="module")
+def monitored(watched, tmp_path_factory):
+    run = start_playbook("site.yml", tmp_path_factory.mktemp("mon_install"), extravars=MONITOR,
+                         cmdline=["--tags", "vllm_monitoring"])
+    assert run.rc == 0, run.output[-6000:]
+    yield watched
+    stop_monitoring(watched)  # the scenarios after these pay no scrape every 5 s
+
+
+def _recorded(fleet):
+    """{record: expected to have data}: every recording rule of the role; spec-decode ones only on a lane that
+    drafts (vLLM exposes no spec-decode counter without a draft model)."""
+    with open(os.path.join(MON_ROLE, "files", "dgxspark-vllm-recording.yml")) as f:
+        rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+    drafts = bool(fleet.lane["serve"].get("speculative_config"))
+    return dict((r["record"], drafts or "spec_decode" not in r["expr"]) for r in rules)
+
+
+def test_prometheus_scrapes_the_engine_the_nodes_and_the_watchdog(monitored, tmp_path):
+    fleet = monitored
+    again = start_playbook("site.yml", tmp_path, extravars=MONITOR, cmdline=["--tags", "vllm_monitoring"])
+    assert again.rc == 0 and sum(again.stats.get("changed", {}).values()) == 0, \
+        [(e["event_data"]["host"], e["event_data"]["task"]) for e in again.changed()]
+    for _i in range(3):
+        fleet.chat()  # tokens for the rate, latency and TTFT rules
+    targets = {}
+
+    def all_up():
+        url = "http://%s:9090/api/v1/targets?state=active" % fleet.address[fleet.head]
+        _status, body = http_json(url, timeout=30)
+        targets.clear()
+        for t in body["data"]["activeTargets"]:
+            targets.setdefault(t["labels"]["job"], []).append((t["labels"].get("node"), t["health"]))
+        return all(h == "up" for ts in targets.values() for _n, h in ts)
+    wait_for(all_up, 90, 2, "every scrape target up")
+    assert sorted(targets["vllm"]) == [(fleet.head, "up")]
+    assert sorted(targets["node"]) == sorted((n, "up") for n in fleet.nodes)
+    # the watchdog's textfile through the head's node-exporter (watching again once the runs above released their
+    # hold), and each node's GPU as its nvidia-smi reads now
+    wait_for(lambda: [r["metric"]["node"] for r in prom(fleet, 'dgxspark_vllm_watchdog_state{state="watching"} == 1')]
+             == [fleet.head], 60, 2, "the watchdog's state watching, through node-exporter")
+    power = {}
+    for node in fleet.nodes:
+        _rc, out, _e = node_sh(node, "nvidia-smi --query-gpu=power.draw --format=csv,noheader,nounits")
+        power[node] = float(out.split()[0])
+    wait_for(lambda: sorted(r["metric"].get("host") for r in prom(fleet, "dgxspark_vllm:gpu_power:watts"))
+             == sorted(fleet.nodes), 60, 2, "a GPU power series per node")
+    seen_power = dict((r["metric"]["host"], float(r["value"][1])) for r in prom(fleet, "dgxspark_vllm:gpu_power:watts"))
+    assert seen_power == power
+    # every recording rule (so every dashboard panel, which draws only these) has data; the empty ones are exactly
+    # those the lane cannot feed
+    want = _recorded(fleet)
+    samples = {}
+
+    def recorded():
+        samples.clear()
+        samples.update((name, prom(fleet, name)) for name in want)
+        return all(bool(samples[n]) == has for n, has in want.items())
+    wait_for(recorded, 120, 3, "data for every recording rule the lane feeds")
+    with open(os.path.join(MON_ROLE, "files", "grafana-dashboard.json")) as f:
+        panels = json.load(f)["panels"]
+    values = dict((p["title"], [(t["expr"], [(s["metric"], s["value"][1]) for s in samples[t["expr"]]][:3])
+                                for t in p["targets"]]) for p in panels)
+    assert float(samples["dgxspark_vllm:requests_running:sum"][0]["value"][1]) >= 0
+    record("monitoring_scrape", targets=targets, panels=values,
+           empty=sorted(n for n, has in want.items() if not has))
+
+
 def assert_acted_at_once(fleet, rec, verdict):
     """The first cycle that sees the fact (a rank container not running) acts: its verdict line is the restart, no
     confirm cycle. A cycle that read the containers just before the kill and /health just after sees only the probe
@@ -189,13 +301,42 @@ def _restart_scenario(fleet, name, inject, expect_verdict):
                    logs_kept=saved, strikes=st["strikes"], restarts_total=st["restarts_total"])
 
 
-def test_kill_head_container_group_restarted_worker_first(watched):
-    fleet = watched
-    rec = _restart_scenario(fleet, "kill_head", lambda: node_docker(fleet.head, "kill", fleet.container), "head_down")
+def test_kill_head_container_group_restarted_worker_first(monitored):
+    fleet = monitored
+    png = os.path.join(ROOT, "reports", "faults", "prometheus-alerts-kill-head.png")
+    page = {}
+
+    def kill_and_look():
+        node_docker(fleet.head, "kill", fleet.container)
+        # while the group is down: the alert fires, and the alerts page shows it (the restart takes far longer)
+        wait_for(lambda: prom(fleet, 'ALERTS{alertname="VllmEndpointDown",alertstate="firing"}'), 120, 2,
+                 "VllmEndpointDown firing")
+        page["dom"] = alerts_page(fleet, png)
+    rec = _restart_scenario(fleet, "kill_head", kill_and_look, "head_down")
+    # the page lists every alerting rule Prometheus loaded, and the firing one with its active alert
+    rules = http_json("http://%s:9090/api/v1/rules?type=alert" % fleet.address[fleet.head], timeout=30)[1]
+    names = sorted(r["name"] for g in rules["data"]["groups"] for r in g["rules"])
+    assert "VllmEndpointDown" in names and "VllmRankDead" in names, names
+    missing = [n for n in names if "<b>%s</b>" % n not in page["dom"]]
+    assert not missing, (missing, page["dom"][:2000])
+    assert "<b>VllmEndpointDown</b> (1 active)" in page["dom"]
+    assert int(re.search(r"Firing \((\d+)\)", page["dom"]).group(1)) >= 1
+    assert os.path.getsize(png) > 10000  # a rendered page, not an error stub
     assert rec["serving_again_s"] > 0
     # a stopped container is a fact (lifecycle.decide): the first cycle that sees it acts, no confirm cycle (its
     # seconds are recorded, never asserted: a timed assertion fails on a loaded machine)
     assert_acted_at_once(fleet, rec, "head_down")
+    # Prometheus saw the endpoint down long enough to fire VllmEndpointDown, and the alert resolved once it served
+    window = "%ds" % (time.time() - rec["t_fault"] + 30)
+    fired = prom(fleet, 'max_over_time(ALERTS{alertname="VllmEndpointDown",alertstate="firing"}[%s])' % window)
+    assert [r["value"][1] for r in fired] == ["1"], fired
+    wait_for(lambda: not prom(fleet, 'ALERTS{alertname="VllmEndpointDown"}'), 60, 2, "VllmEndpointDown resolved")
+    restarts = prom(fleet, "dgxspark_vllm:watchdog_restarts:increase1h")
+    assert restarts and float(restarts[0]["value"][1]) > 0, restarts
+    alerts = prom(fleet, 'max_over_time(ALERTS{alertstate="firing"}[%s])' % window)
+    record("monitoring_kill_head", fired=sorted(set(r["metric"]["alertname"] for r in alerts)),
+           restarts_increase1h=restarts[0]["value"][1], alert_rules=names, screenshot=png)
+    stop_monitoring(fleet)
 
 
 def test_watchdog_restarted_while_the_group_it_started_loads_no_second_restart(watched):

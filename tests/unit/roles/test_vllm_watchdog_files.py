@@ -205,8 +205,8 @@ def test_the_metrics_file_carries_each_nodes_gpu_figures_and_promtool_accepts_it
     (verdict.gpu_metric_lines), checked by `promtool check metrics` where the prometheus package is installed."""
     from ansible_collections.dgxspark.vllm.plugins.module_utils import health, lifecycle, verdict
     wd = WD.Watchdog(dict(GOOD, state_dir=str(tmp_path)), verdict, health, lifecycle)
-    wd.save_state("watching", {"verdict": "idle", "gpus": {"h": verdict.parse_gpu_query("96, 12.40, 2405\n"),
-                                                            "w": verdict.parse_gpu_query("0, 4.00, 208\n")}})
+    gpus = {"h": verdict.parse_gpu_query("96, 12.40, 2405\n"), "w": verdict.parse_gpu_query("0, 4.00, 208\n")}
+    wd.save_state("watching", {"verdict": "idle", "gpus": gpus})
     text = (tmp_path / "dgxspark_vllm_watchdog.prom").read_text()
     assert 'dgxspark_vllm_watchdog_verdict{verdict="idle"} 1' in text
     assert 'dgxspark_vllm_gpu_power_watts{host="h"} 12.4\ndgxspark_vllm_gpu_power_watts{host="w"} 4.0' in text
