@@ -331,8 +331,13 @@ def test_kill_head_container_group_restarted_worker_first(monitored):
     fired = prom(fleet, 'max_over_time(ALERTS{alertname="VllmEndpointDown",alertstate="firing"}[%s])' % window)
     assert [r["value"][1] for r in fired] == ["1"], fired
     wait_for(lambda: not prom(fleet, 'ALERTS{alertname="VllmEndpointDown"}'), 60, 2, "VllmEndpointDown resolved")
-    restarts = prom(fleet, "dgxspark_vllm:watchdog_restarts:increase1h")
-    assert restarts and float(restarts[0]["value"][1]) > 0, restarts
+    # the restart's count reaches Prometheus after the watchdog's next write, a node-exporter scrape and a rule run
+    restarts = []
+
+    def counted():
+        restarts[:] = prom(fleet, "dgxspark_vllm:watchdog_restarts:increase1h")
+        return restarts and float(restarts[0]["value"][1]) > 0
+    wait_for(counted, 90, 3, "the restart counted by dgxspark_vllm:watchdog_restarts:increase1h")
     alerts = prom(fleet, 'max_over_time(ALERTS{alertstate="firing"}[%s])' % window)
     record("monitoring_kill_head", fired=sorted(set(r["metric"]["alertname"] for r in alerts)),
            restarts_increase1h=restarts[0]["value"][1], alert_rules=names, screenshot=png)
