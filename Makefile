@@ -80,7 +80,7 @@ test-watchdog: venv host-deps
 # cgroup-v1 machine, a CPU cgroup of low cpu.shares that its containers join too. It boots the TP3
 # fleet (its test removes it at the end), then lint, sanity, units and molecule (its nodes on 198.19/16). molecule
 # last although it is one ansible process at a time (a core idles once lane 1 ends): run before units, beside the
-# fault suite, it took 1,700 s instead of 1,000 and the run was longer (README.md, Tests). The fleets,
+# fault suite, it took 1,556 s instead of 999 and the run was longer (README.md, Tests). The fleets,
 # molecule's nodes, their networks and the reports each
 # test reads are apart (the TP3 test reads its own run's health report, not reports/health-latest.json).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
