@@ -181,8 +181,10 @@ class Runner(object):
                 text = f.read()
             self.say("== stage %s output (lane %d, %s)\n%s== stage %s: rc %d, %.0f s" % (
                 stage, lane, log, text, stage, rc, time.time() - t0))
+            why = failure_lines(text) if rc else []
         else:
             rc = subprocess.call(argv, env=env, preexec_fn=join)
+            why = []
         jiffies_after = cpu_jiffies()
         return {"stage": stage, "lane": lane, "rc": rc, "seconds": round(time.time() - t0, 1),
                 "started_s": round(t0 - self.started, 1), "nice": LATER_LANE_NICE if lane > 1 else 0,
@@ -190,7 +192,7 @@ class Runner(object):
                 "lane_cpu_s": _delta(acct_before, cgroup_cpu_s(acct) if acct else None),
                 "machine_cpu_s": round((jiffies_after[0] - jiffies[0]) / os.sysconf("SC_CLK_TCK"), 1),
                 "load_before": before, "load_after": load1(),
-                "cpu_busy_pct": busy_pct(jiffies, jiffies_after), "side_by_side": side_by_side, "log": log}
+                "cpu_busy_pct": busy_pct(jiffies, jiffies_after), "side_by_side": side_by_side, "log": log, "why": why}
 
     def lane(self, targets, lane, side_by_side, rows):
         for stage in targets:
@@ -231,7 +233,7 @@ def _delta(before, after):
 def not_run(stage, lane):
     return {"stage": stage, "lane": lane, "rc": None, "seconds": None, "started_s": None, "nice": None,
             "cgroup": None, "lane_cpu_s": None, "machine_cpu_s": None, "load_before": None,
-            "load_after": None, "cpu_busy_pct": None, "side_by_side": None, "log": None}
+            "load_after": None, "cpu_busy_pct": None, "side_by_side": None, "log": None, "why": []}
 
 
 def main():
@@ -286,10 +288,8 @@ def main():
         "total", "", "", total, rc, total / 60, os.cpu_count() or 0))
     for r in rows:
         if r["rc"] and r["log"]:
-            with open(r["log"], errors="replace") as f:
-                lines = failure_lines(f.read())
             print("\n== why stage %s failed (its log's error lines, %s):" % (r["stage"], r["log"]))
-            print("\n".join(lines) if lines else "(no error line found: read the whole log above)")
+            print("\n".join(r["why"]) if r["why"] else "(no error line found: read the whole log above)")
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

@@ -169,10 +169,14 @@ MONITOR = {"vllm_monitoring_enabled": True, "vllm_monitoring_scrape_interval_s":
 MON_ROLE = os.path.join(ROOT, "roles", "vllm_monitoring")
 
 
+def prom_url(fleet, path):
+    """A URL of the Prometheus vllm_monitoring runs on the head (its default port)."""
+    return "http://%s:9090%s" % (fleet.address[fleet.head], path)
+
+
 def prom(fleet, expr):
     """An instant query to Prometheus's HTTP API on the head: the result vector."""
-    url = "http://%s:9090/api/v1/query?%s" % (fleet.address[fleet.head], urllib.parse.urlencode({"query": expr}))
-    status, body = http_json(url, timeout=30)
+    status, body = http_json(prom_url(fleet, "/api/v1/query?" + urllib.parse.urlencode({"query": expr})), timeout=30)
     assert status == 200 and body["status"] == "success", body
     return body["data"]["result"]
 
@@ -183,7 +187,7 @@ def alerts_page(fleet, png):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "chromium is missing: bash tools/host-deps.sh installs it"
     # Debian's package serves the classic UI under /classic (its / redirects there; /alerts is a 404)
-    url = "http://%s:9090/classic/alerts" % fleet.address[fleet.head]
+    url = prom_url(fleet, "/classic/alerts")
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-proxy-server", "--hide-scrollbars"]
     os.makedirs(os.path.dirname(png), exist_ok=True)
     subprocess.run(flags + ["--window-size=1280,1200", "--screenshot=" + png, url], capture_output=True,
@@ -225,8 +229,7 @@ def test_prometheus_scrapes_the_engine_the_nodes_and_the_watchdog(monitored, tmp
     targets = {}
 
     def all_up():
-        url = "http://%s:9090/api/v1/targets?state=active" % fleet.address[fleet.head]
-        _status, body = http_json(url, timeout=30)
+        _status, body = http_json(prom_url(fleet, "/api/v1/targets?state=active"), timeout=30)
         targets.clear()
         for t in body["data"]["activeTargets"]:
             targets.setdefault(t["labels"]["job"], []).append((t["labels"].get("node"), t["health"]))
@@ -314,7 +317,7 @@ def test_kill_head_container_group_restarted_worker_first(monitored):
         page["dom"] = alerts_page(fleet, png)
     rec = _restart_scenario(fleet, "kill_head", kill_and_look, "head_down")
     # the page lists every alerting rule Prometheus loaded, and the firing one with its active alert
-    rules = http_json("http://%s:9090/api/v1/rules?type=alert" % fleet.address[fleet.head], timeout=30)[1]
+    rules = http_json(prom_url(fleet, "/api/v1/rules?type=alert"), timeout=30)[1]
     names = sorted(r["name"] for g in rules["data"]["groups"] for r in g["rules"])
     assert "VllmEndpointDown" in names and "VllmRankDead" in names, names
     missing = [n for n in names if "<b>%s</b>" % n not in page["dom"]]
