@@ -48,8 +48,11 @@ units: venv
 	$(ACT) pytest -p no:cacheprovider -n $(UNITS_WORKERS) tests/unit
 	$(ACT) pytest -p no:cacheprovider -n $(UNITS_WORKERS) tests/bad_inputs
 
+# Under a lock: in make test, lane 2 reaches e2e-tp3 (and molecule), which need the images, while lane 1 may still be
+# building them; the second caller waits for the first and then finds them current.
 sim-images: venv host-deps
-	$(ACT) ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
+	@mkdir -p .sim
+	$(ACT) flock .sim/images.lock ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
 
 molecule: venv host-deps sim-images
 	@set -e; for s in $(SCENARIOS); do echo "== molecule $$s"; t0=$$SECONDS; $(ACT) molecule test -s $$s; \
@@ -60,7 +63,7 @@ e2e: venv host-deps
 
 # TP3: the ring fleet end to end (sim_tp3: rendezvous on management, padded checkpoint, start and
 # teardown order), then the padding proof (padded 6q/3kv at TP3 vs unpadded at TP1, greedy ids equal).
-e2e-tp3: venv host-deps
+e2e-tp3: venv host-deps sim-images
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/test_sim_tp3.py tests/e2e/test_tp3_padding_equivalence.py
 
 # Fault injection on a serving simulated fleet (tests/e2e/faults): deploys it when it does not serve.
@@ -73,20 +76,22 @@ test-faults: venv host-deps
 test-watchdog: venv host-deps
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/faults/test_45_watchdog.py
 
-# What CI runs (.ci/run), in two lanes side by side after the images (tools/timed_stages.py: 'a,b|c,d' runs lane
-# a then b beside lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's
-# 90. Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: its boots and watchdog windows set the
-# pace (it keeps about 60 % of the machine busy). Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a
-# cgroup-v1 machine, a CPU cgroup of low cpu.shares that its containers join too. It boots the TP3
-# fleet (its test removes it at the end), then lint, sanity, units and molecule (its nodes on 198.19/16). molecule
-# last although it is one ansible process at a time (a core idles once lane 1 ends): run before units, beside the
-# fault suite, it took 1,556 s instead of 999 and the run was longer (README.md, Tests). The fleets,
-# molecule's nodes, their networks and the reports each
-# test reads are apart (the TP3 test reads its own run's health report, not reports/health-latest.json).
+# What CI runs (.ci/run), in two lanes side by side (tools/timed_stages.py: 'a,b|c,d' runs lane a then b beside
+# lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's 90. Lane 1 builds
+# the images (about 9 minutes on a machine that has none, as CI's has: 53 s when they are current), deploys the TP2
+# fleet (`e2e`), and the fault suite reuses it: its boots and watchdog windows set the pace (it keeps about 60 % of
+# the machine busy); sanity follows it. Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a cgroup-v1
+# machine, a CPU cgroup of low cpu.shares that its containers join too (made once dockerd runs). It starts with
+# what needs no image (lint, units: they run while lane 1 builds), then boots the TP3 fleet (e2e-tp3 waits for the
+# images under sim-images' lock; its test removes the fleet at the end), then molecule (its nodes on 198.19/16).
+# molecule last although it is one ansible process at a time (a core idles once lane 1 ends): run beside the
+# fault suite, it took 1,556 s instead of 999 and the run was longer (README.md, Tests). The fleets, molecule's
+# nodes, their networks and the reports each test reads are apart (the TP3 test reads its own run's health
+# report, not reports/health-latest.json).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
 # stage's seconds, start and the machine's load go to the table at the end and to $(TEST_STAGES_JSON)
 # (benchmarks/converged_run.py --stages); a lane's output is printed whole when each of its stages ends.
-TEST_STAGES ?= sim-images e2e,test-faults|e2e-tp3,lint,sanity,units,molecule
+TEST_STAGES ?= sim-images,e2e,test-faults,sanity|lint,units,e2e-tp3,molecule
 TEST_STAGES_JSON ?= reports/make-test-stages.json
 test: venv host-deps
 	$(PY) tools/timed_stages.py --make "$(MAKE)" --json $(TEST_STAGES_JSON) $(foreach s,$(TEST_STAGES),'$(s)')

@@ -144,9 +144,11 @@ class Runner(object):
         self.cgroups = {}
 
     def cgroup(self, lane):
-        """The lane's CPU cgroup, made on its first target (dockerd runs by then: sim-images starts it)."""
+        """The lane's CPU cgroup, made on the first of its targets that finds dockerd on the cgroupfs driver. A lane
+        may start before dockerd does (units beside sim-images, which starts it): its first targets then run under
+        nice alone, and the next target asks again."""
         with self.lock:
-            if lane not in self.cgroups:
+            if self.cgroups.get(lane) is None:
                 self.cgroups[lane] = lane_cgroup(lane, self.cgroup_root, self.driver)
             return self.cgroups[lane]
 

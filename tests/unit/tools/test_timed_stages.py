@@ -122,6 +122,19 @@ def test_no_cpu_cgroup_where_docker_could_not_use_it(tmp_path, shares_file, driv
     assert [r["cgroup"] for r in table["stages"]] == [None, None]
 
 
+def test_a_lane_that_starts_before_dockerd_gets_its_cgroup_on_a_later_target(tmp_path):
+    # make test's lane 2 begins with units while lane 1 builds the images (and starts dockerd): no driver yet
+    root = tmp_path / "cpu"
+    root.mkdir()
+    (root / "cpu.shares").write_text("1024\n")
+    answers = iter([None, "cgroupfs"])
+    runner = ts.Runner("make", 0, str(root), lambda: next(answers))
+    assert runner.cgroup(2) is None and not (root / "dgxspark-lane2").exists()
+    assert runner.cgroup(2) == "/dgxspark-lane2"
+    assert runner.cgroup(2) == "/dgxspark-lane2"  # made once: the driver is not asked again (next() would raise)
+    assert (root / "dgxspark-lane2" / "cpu.shares").read_text() == "%d\n" % ts.LATER_LANE_CPU_SHARES
+
+
 def test_a_failing_target_ends_its_lane_and_the_run(tmp_path):
     proc, trace, table = _run(tmp_path, "bad,after|slow,quick", "a")
     assert proc.returncode == 2  # make's code for a failed recipe, passed through
