@@ -11,8 +11,13 @@ figures), when (UTC) and the downtime when the run restarted the group and measu
 what identifies the deployment - the lane hash and each rank's (host, rank, image id, spec hash) - so a re-run that
 changed nothing has the id of the newest entry and records nothing (changed=0).
 
+An entry's `bench` is what a passing vllm_bench measured on it (decode tok/s and TTFT medians, the report's path),
+added to the newest entry after the gate; vllm_monitoring's VllmDecodeSlow alert takes its decode rate as the
+baseline when none is set.
+
 Callers: module deployment_history (roles/vllm_health `history.yml` after a passing gate, and its `history` entry
-point for playbooks/history.yml). Standard library only.
+point for playbooks/history.yml; roles/vllm_bench after a passing bench; roles/vllm_monitoring reads the baseline).
+Standard library only.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -53,7 +58,7 @@ def deployment_id(lane_sha256, nodes):
                              "nodes": [[n["host"], n["rank"], n["image_id"], n["spec_hash"]] for n in nodes]})
 
 
-def build_entry(lane, ranks, gate, recorded, verified=None, downtime_s=None, bench_report=None):
+def build_entry(lane, ranks, gate, recorded, verified=None, downtime_s=None):
     """One history entry.
 
     lane: the resolved lane (vllm_lane_spec). ranks: [{host, rank, container: {name, image_id, spec_hash}}], one per
@@ -88,7 +93,8 @@ def build_entry(lane, ranks, gate, recorded, verified=None, downtime_s=None, ben
         "checkpoint": _artifact(lane.get("checkpoint"), verified.get("checkpoint_manifest_sha256")),
         "drafter": _artifact(lane.get("drafter"), verified.get("drafter_manifest_sha256")),
         "gate": dict(gate or {}),
-        "bench_report": bench_report,
+        # what a passing vllm_bench measured on this deployment, added after the gate (with_bench)
+        "bench": None,
         "downtime_s": downtime_s,
     }
 
@@ -158,3 +164,47 @@ def listing(entries, count):
         row["last_known_good"] = i == 0
         rows.append(row)
     return rows
+
+
+def _positive(value):
+    """A finite number above 0 (not a bool, not NaN: NaN > 0 is false)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+def bench_summary(report, path):
+    """What the history keeps of a vllm_bench report (files/vllm_bench.py's report.json): {report, generated, lane,
+    decode_tok_s_median (tokens/s of one stream), ttft_s_median (seconds)}. Raises ValueError for a report that did
+    not pass (a failed bench is no baseline) or has no positive decode rate."""
+    if not isinstance(report, dict) or report.get("ok") is not True:
+        raise ValueError("the benchmark report did not pass (ok is not true): a failed benchmark is no baseline")
+    decode = (report.get("results") or {}).get("decode") or {}
+    rate, ttft = decode.get("decode_tok_s_median"), decode.get("ttft_s_median")
+    if not _positive(rate):
+        raise ValueError("the report has no positive results.decode.decode_tok_s_median (got %r)" % (rate,))
+    return {"report": path, "generated": report.get("generated"), "lane": report.get("lane"),
+            "decode_tok_s_median": float(rate), "ttft_s_median": float(ttft) if _positive(ttft) else None}
+
+
+def with_bench(entries, summary):
+    """(entries, changed?): the newest entry - the deployment that serves, the one the benchmark measured - carries
+    the summary as its `bench`. The same summary again changes nothing. Raises ValueError on an empty history or a
+    summary of another lane than the newest entry's."""
+    newest = last_known_good(entries)
+    if newest is None:
+        raise ValueError("the history has no deployment to attach the benchmark to (the health gate records one)")
+    lane = (newest.get("lane") or {}).get("name")
+    if summary.get("lane") != lane:
+        raise ValueError("the benchmark measured lane %r but the last known good deployment is lane %r"
+                         % (summary.get("lane"), lane))
+    if newest.get("bench") == summary:
+        return list(entries), False
+    return list(entries[:-1]) + [dict(newest, bench=summary)], True
+
+
+def decode_baseline(entry, lane_name):
+    """The decode tok/s (one stream) a passing benchmark measured on the entry, or None: no entry, an entry of
+    another lane (its figure says nothing of this one), or no benchmark recorded on it."""
+    if not isinstance(entry, dict) or (entry.get("lane") or {}).get("name") != lane_name:
+        return None
+    rate = (entry.get("bench") or {}).get("decode_tok_s_median")
+    return float(rate) if _positive(rate) else None

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: deployment_history
-short_description: Record a deployment that passed the health gate on the head, or list the history
+short_description: Record a deployment that passed the health gate on the head, its benchmark, or list the history
 version_added: 0.2.0
 author:
   - dgxspark.vllm maintainers (@dgxspark)
@@ -21,14 +21,19 @@ description:
     it when its deployment id differs from the newest entry's (a re-verified gate of the same deployment appends
     nothing and reports ok), then keeps the newest O(keep). The directory is made C(0700) and the file written
     C(0600) by the user the task runs as (root with become), atomically.
-  - I(state=listed) only reads, newest first.
+  - I(state=benched) attaches a passing vllm_bench report's figures (decode tok/s and TTFT medians, its path) to
+    the newest entry, the deployment the benchmark measured; the same figures again change nothing. A report that did
+    not pass fails naming why; an empty history, or a newest entry of another lane, records nothing and warns.
+  - I(state=listed) only reads, newest first; with O(lane_name) it also returns the decode baseline of the last known
+    good entry (vllm_monitoring's VllmDecodeSlow alert).
   - A damaged line (not JSON, not an object, lacking a key) never raises; it is named in C(problems) and left out.
     Recording into a damaged file first copies it to C(deployments.jsonl.damaged) and warns.
 options:
   state:
-    description: C(recorded) appends the entry when needed; C(listed) only reads.
+    description: C(recorded) appends the entry when needed; C(benched) adds a benchmark to the newest; C(listed)
+      only reads.
     type: str
-    choices: [recorded, listed]
+    choices: [recorded, benched, listed]
     default: recorded
   dir:
     description: Directory of the history file (absolute path on the head).
@@ -66,6 +71,17 @@ options:
     description: I(state=listed) - entries returned, newest first.
     type: int
     default: 10
+  bench_report:
+    description: I(state=benched) - the benchmark's C(report.json) as files/vllm_bench.py of role vllm_bench writes it
+      (C(ok), C(lane), C(generated), C(results.decode.decode_tok_s_median) in tokens/s, C(ttft_s_median) in seconds).
+    type: dict
+  bench_report_path:
+    description: I(state=benched) - where that report is on the controller (kept in the entry, not read).
+    type: str
+  lane_name:
+    description: I(state=listed) - the lane that serves now; the decode baseline is given only when the last known
+      good entry is of this lane.
+    type: str
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
@@ -95,6 +111,13 @@ EXAMPLES = r"""
     dir: /var/lib/dgxspark-vllm/history
     count: 5
   register: history
+
+- name: Attach a passing benchmark to the deployment that serves
+  dgxspark.vllm.deployment_history:
+    state: benched
+    dir: /var/lib/dgxspark-vllm/history
+    bench_report: "{{ lookup('ansible.builtin.file', 'reports/20261206T120500Z/report.json') | from_json }}"
+    bench_report_path: reports/20261206T120500Z/report.json
 """
 
 RETURN = r"""
@@ -110,6 +133,16 @@ last_known_good:
   description: The newest entry after the call, or null for an empty history.
   returned: always
   type: dict
+bench:
+  description: The figures attached to the newest entry, C(report), C(generated), C(lane), C(decode_tok_s_median),
+    C(ttft_s_median); null when nothing was attached (with a warning).
+  returned: state is benched
+  type: dict
+decode_baseline:
+  description: Decode tokens/s (one stream) of the benchmark recorded on the last known good entry, or null (no
+    entry, an entry of another lane than O(lane_name), no benchmark recorded).
+  returned: state is listed and lane_name is given
+  type: float
 entries:
   description: The newest entries first (at most O(count)), each with C(id), C(recorded), C(lane), C(gate),
     C(downtime_s), C(ranks) (one line per rank) and C(last_known_good).
@@ -166,7 +199,7 @@ def write(module, directory, path, entries):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["recorded", "listed"], default="recorded"),
+            state=dict(type="str", choices=["recorded", "benched", "listed"], default="recorded"),
             dir=dict(type="path", required=True),
             lane=dict(type="dict"),
             ranks=dict(type="list", elements="dict"),
@@ -176,8 +209,11 @@ def main():
             recorded=dict(type="str"),
             keep=dict(type="int", default=20),
             count=dict(type="int", default=10),
+            bench_report=dict(type="dict"),
+            bench_report_path=dict(type="str"),
+            lane_name=dict(type="str"),
         ),
-        required_if=[("state", "recorded", ("lane", "ranks"))],
+        required_if=[("state", "recorded", ("lane", "ranks")), ("state", "benched", ("bench_report",))],
         supports_check_mode=True,
     )
     p = module.params
@@ -189,7 +225,22 @@ def main():
     if p["state"] == "listed":
         out.update(entries=H.listing(entries, max(0, p["count"])), total=len(entries),
                    last_known_good=H.last_known_good(entries))
+        if p["lane_name"] is not None:
+            out["decode_baseline"] = H.decode_baseline(H.last_known_good(entries), p["lane_name"])
         module.exit_json(**out)
+    if p["state"] == "benched":
+        try:
+            summary = H.bench_summary(p["bench_report"], p["bench_report_path"])
+        except ValueError as e:
+            module.fail_json(msg="deployment_history: cannot record the benchmark in %s: %s" % (path, e), **out)
+        try:
+            kept, changed = H.with_bench(entries, summary)
+        except ValueError as e:
+            # the benchmark passed; only the baseline of VllmDecodeSlow is not recorded (site.yml records one)
+            module.warn("the benchmark is not recorded in %s: %s" % (path, e))
+            module.exit_json(bench=None, total=len(entries), last_known_good=H.last_known_good(entries), **out)
+        finish(module, p["dir"], path, entries, kept, changed, problems, out, bench=summary,
+               total=len(kept), last_known_good=H.last_known_good(kept))
     try:
         entry = H.build_entry(p["lane"], p["ranks"], p["gate"],
                               p["recorded"] or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -199,7 +250,13 @@ def main():
     kept, appended = H.record(entries, entry, p["keep"])
     # A shorter keep also rewrites the file (fewer entries), the same as an appended entry.
     changed = appended or len(kept) != len(entries)
-    out.update(changed=changed, recorded=appended, entry=entry, total=len(kept), last_known_good=H.last_known_good(kept))
+    finish(module, p["dir"], path, entries, kept, changed, problems, out, recorded=appended, entry=entry,
+           total=len(kept), last_known_good=H.last_known_good(kept))
+
+
+def finish(module, directory, path, entries, kept, changed, problems, out, **result):
+    """Write the kept entries when they changed (not in check mode), with the newest line's diff; exit."""
+    out.update(result, changed=changed)
     if changed and module._diff:
         out["diff"] = {"before_header": path, "after_header": path,
                        "before": H.render(entries[-1:]), "after": H.render(kept[-1:])}
@@ -208,7 +265,7 @@ def main():
             shutil.copyfile(path, path + ".damaged")
             module.warn("%s had damaged lines (%s); kept a copy in %s.damaged and rewrote it without them"
                         % (path, "; ".join(problems), path))
-        write(module, p["dir"], path, kept)
+        write(module, directory, path, kept)
     module.exit_json(**out)
 
 

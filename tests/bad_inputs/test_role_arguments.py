@@ -149,3 +149,18 @@ def test_netplan_persist_without_an_mtu_is_refused(tmp_path):
     assert_refused_untouched(rc, out, "rdma_fabric_netplan_persist is on but rdma_fabric_mtu is 0; the netplan file "
                                       "needs the MTU to keep. Set rdma_fabric_mtu: 9000, or "
                                       "rdma_fabric_netplan_persist: false.")
+
+
+@pytest.mark.parametrize("group, expected", [
+    ("spark_cluster", "vllm_monitoring_server_group = 'spark_cluster' holds 2 hosts (node-a, node-b); Prometheus runs "
+                      "on exactly one"),
+    ("prometheus_hosts", "vllm_monitoring_server_group = 'prometheus_hosts' holds 0 hosts (no such group)"),
+], ids=["two-hosts", "no-such-group"])
+def test_monitoring_server_group_of_one_host(tmp_path, group, expected):
+    """Prometheus runs on the one host of vllm_monitoring_server_group (a node or a host outside spark_cluster): any
+    other size is refused by the role's arguments entry point, on the controller, naming the hosts."""
+    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2", "vllm_monitoring_enabled": True,
+                                        "vllm_monitoring_server_group": group})
+    rc, out = run_playbook(inv, "site.yml")
+    assert_refused_untouched(rc, out, expected)
+    assert "host node-a: " in out and "No node was touched" in out

@@ -621,6 +621,7 @@ def _render_monitoring(**slots):
            "vllm_monitoring_down_for_s": 120, "vllm_monitoring_restarts_window_s": 21600,
            "vllm_monitoring_restarts_max": 2, "vllm_monitoring_kv_usage_max": 0.95, "vllm_monitoring_kv_for_s": 600,
            "vllm_monitoring_spec_accept_min": 0.3, "vllm_monitoring_decode_baseline_tok_s": None,
+           "_vllm_monitoring_decode_baseline": None,
            "vllm_monitoring_decode_min_ratio": 0.5, "vllm_monitoring_mem_available_min_gib": 3.0,
            "vllm_monitoring_fabric_mtu": {m["fabric_netdev"]: 9000},
            "vllm_lane_spec": {"serve": {"speculative_config": {"method": "mtp"}}}}

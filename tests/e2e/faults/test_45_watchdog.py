@@ -237,6 +237,19 @@ def test_prometheus_scrapes_the_engine_the_nodes_and_the_watchdog(monitored, tmp
     wait_for(all_up, 90, 2, "every scrape target up")
     assert sorted(targets["vllm"]) == [(fleet.head, "up")]
     assert sorted(targets["node"]) == sorted((n, "up") for n in fleet.nodes)
+    # VllmDecodeSlow follows the head's history: its threshold is the ratio times what a passing benchmark measured
+    # on the deployment that serves, and there is no such rule when none did (a run that skipped the benchmark)
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import history as H  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(ROOT, "roles", "shared_defaults", "defaults", "main.yml")) as f:
+        history_dir = yaml.safe_load(f)["vllm_health_history_dir"]
+    _rc, text, _e = node_sh(fleet.head, "cat %s/%s" % (history_dir, H.FILE_NAME))
+    baseline = H.decode_baseline(H.last_known_good(H.parse(text)[0]), fleet.lane["name"])
+    _status, body = http_json(prom_url(fleet, "/api/v1/rules?type=alert"), timeout=30)
+    slow = [r["query"] for g in body["data"]["groups"] for r in g["rules"] if r["name"] == "VllmDecodeSlow"]
+    with open(os.path.join(MON_ROLE, "defaults", "main.yml")) as f:
+        ratio = yaml.safe_load(f)["vllm_monitoring_decode_min_ratio"]
+    assert len(slow) == (0 if baseline is None else 1), (baseline, slow)
+    assert all(q.endswith("< %s" % (baseline * ratio)) for q in slow), (baseline, slow)
     # the watchdog's textfile through the head's node-exporter (watching again once the runs above released their
     # hold), and each node's GPU as its nvidia-smi reads now
     wait_for(lambda: [r["metric"]["node"] for r in prom(fleet, 'dgxspark_vllm_watchdog_state{state="watching"} == 1')]
@@ -264,7 +277,7 @@ def test_prometheus_scrapes_the_engine_the_nodes_and_the_watchdog(monitored, tmp
     values = dict((p["title"], [(t["expr"], [(s["metric"], s["value"][1]) for s in samples[t["expr"]]][:3])
                                 for t in p["targets"]]) for p in panels)
     assert float(samples["dgxspark_vllm:requests_running:sum"][0]["value"][1]) >= 0
-    record("monitoring_scrape", targets=targets, panels=values,
+    record("monitoring_scrape", targets=targets, panels=values, decode_baseline=baseline, decode_slow=slow,
            empty=sorted(n for n, has in want.items() if not has))
 
 

@@ -114,6 +114,21 @@ def test_thresholds_reach_the_expressions():
     assert 'device="enP2p1s0f0np0"} != 4200' in mtu and 'device="enp1s0f0np0"} != 9000' in mtu
 
 
+def test_the_decode_baseline_comes_from_the_history_unless_set():
+    def decode_slow(**kw):
+        rules = {r["alert"]: r for g in yaml.safe_load(render("dgxspark-vllm-alerts.yml.j2", **kw))["groups"]
+                 for r in g["rules"]}
+        return rules.get("VllmDecodeSlow")
+    # what the role's history task returns for a deployment whose passing bench measured 25.0 tok/s
+    from_history = decode_slow(_vllm_monitoring_history={"decode_baseline": 25.0, "changed": False})
+    assert re.search(r"< 12\.5$", from_history["expr"]) and "25.0 tok/s" in from_history["annotations"]["description"]
+    # the variable wins; a history without figures (or the task skipped) renders no rule
+    assert re.search(r"< 20\.0$", decode_slow(_vllm_monitoring_history={"decode_baseline": 25.0},
+                                              vllm_monitoring_decode_baseline_tok_s=40.0)["expr"])
+    assert decode_slow(_vllm_monitoring_history={"decode_baseline": None}) is None
+    assert decode_slow(_vllm_monitoring_history={"skipped": True}) is None
+
+
 @needs_promtool
 def test_recording_rules_check_and_values(tmp_path):
     shutil.copy(os.path.join(ROLE, "files", "dgxspark-vllm-recording.yml"), tmp_path)

@@ -191,3 +191,77 @@ def test_an_unreadable_or_missing_file(tmp_path):
 
 def test_fixture_dir_is_documented():
     assert os.path.exists(os.path.join(FIXTURES, "history", "README.md"))
+
+
+def _bench_module(name, *path):
+    import importlib.util  # pylint: disable=import-outside-toplevel
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, *path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bench_report(tmp_path):
+    """A real report.json: roles/vllm_bench's harness run against the molecule stub API (as test_bench.py does)."""
+    from tests.unit.plugins.module_utils import test_bench as tb  # pylint: disable=import-outside-toplevel
+    server, _state = tb.stub.serve(tb.answers())
+    try:
+        out = tmp_path / "bench"
+        out.mkdir()
+        report = tb.bench.run(tb.config("http://127.0.0.1:%d" % server.server_address[1]), str(out))
+    finally:
+        server.shutdown()
+    assert report["ok"] is True and report["lane"] == "sim_cpu_tp2", report["failures"]
+    return report, str(out / "report.json")
+
+
+def test_a_passing_bench_is_kept_on_the_deployment_that_serves_and_is_the_decode_baseline(tmp_path):
+    first, _f = record(tmp_path)
+    report, path = bench_report(tmp_path)
+    rate = report["results"]["decode"]["decode_tok_s_median"]
+    args = {"state": "benched", "dir": str(tmp_path / "hist"), "bench_report": report, "bench_report_path": path}
+    res, failed = run_module(deployment_history.main, args)
+    assert not failed and res["changed"], res
+    assert res["bench"] == {"report": path, "generated": report["generated"], "lane": "sim_cpu_tp2",
+                            "decode_tok_s_median": rate, "ttft_s_median": report["results"]["decode"]["ttft_s_median"]}
+    on_disk, problems = H.parse((tmp_path / "hist" / "deployments.jsonl").read_text())
+    # the same deployment (same id, one line), now carrying the figures
+    assert problems == [] and len(on_disk) == 1 and on_disk[0]["id"] == first["entry"]["id"]
+    assert on_disk[0]["bench"]["decode_tok_s_median"] == rate > 0
+    again, failed = run_module(deployment_history.main, args)
+    assert not failed and not again["changed"]
+    listed, failed = run_module(deployment_history.main, {"state": "listed", "dir": str(tmp_path / "hist"),
+                                                          "lane_name": "sim_cpu_tp2"})
+    assert not failed and listed["decode_baseline"] == rate
+    other, failed = run_module(deployment_history.main, {"state": "listed", "dir": str(tmp_path / "hist"),
+                                                         "lane_name": "tp2_dflash2"})
+    assert not failed and other["decode_baseline"] is None  # another lane's figure says nothing of this one
+    # a new deployment (a changed serve argument) starts without figures: no baseline until it is benchmarked
+    record(tmp_path, lane=lane(1024), recorded="2026-12-06T14:00:00Z")
+    listed, failed = run_module(deployment_history.main, {"state": "listed", "dir": str(tmp_path / "hist"),
+                                                          "lane_name": "sim_cpu_tp2"})
+    assert not failed and listed["decode_baseline"] is None and listed["last_known_good"]["bench"] is None
+
+
+def test_a_bench_is_not_kept_when_it_failed_or_has_nothing_to_attach_to(tmp_path):
+    report, path = bench_report(tmp_path)
+    # nothing recorded yet (verify.yml on a fleet whose gate never recorded): a warning, no file
+    res, failed = run_module(deployment_history.main, {"state": "benched", "dir": str(tmp_path / "hist"),
+                                                       "bench_report": report, "bench_report_path": path})
+    assert not failed and not res["changed"] and res["bench"] is None
+    assert not (tmp_path / "hist").exists()
+    record(tmp_path)
+    failed_report = dict(report, ok=False, failures=["decode: no token"])
+    res, failed = run_module(deployment_history.main, {"state": "benched", "dir": str(tmp_path / "hist"),
+                                                       "bench_report": failed_report, "bench_report_path": path})
+    assert failed and "did not pass" in res["msg"] and "deployments.jsonl" in res["msg"]
+    res, failed = run_module(deployment_history.main, {"state": "benched", "dir": str(tmp_path / "hist"),
+                                                       "bench_report": dict(report, lane="tp2_dflash2"),
+                                                       "bench_report_path": path})
+    assert not failed and not res["changed"] and res["bench"] is None
+    assert H.last_known_good(H.parse((tmp_path / "hist" / "deployments.jsonl").read_text())[0])["bench"] is None
+    for bad in ({"ok": True, "results": {"decode": {"decode_tok_s_median": 0}}},
+                {"ok": True, "results": {"decode": {"decode_tok_s_median": float("nan")}}},
+                {"ok": True, "results": {}}, {"ok": "yes"}, None):
+        with pytest.raises(ValueError):
+            H.bench_summary(bad, path)
