@@ -85,7 +85,8 @@ test-watchdog: venv host-deps
 # what needs no image (lint, units: they run while lane 1 builds), then boots the TP3 fleet (e2e-tp3 waits for the
 # images under sim-images' lock; its test removes the fleet at the end), then molecule (its nodes on 198.19/16).
 # molecule last although it is one ansible process at a time (a core idles once lane 1 ends): run beside the
-# fault suite, it took 1,556 s instead of 999 and the run was longer (README.md, Tests). The fleets, molecule's
+# fault suite, it took 1,556 s instead of 999 and the run was longer. From no image at all (as on CI) this order
+# took 65.2 minutes on the build machine, busy 92-100 % throughout (README.md, Tests). The fleets, molecule's
 # nodes, their networks and the reports each test reads are apart (the TP3 test reads its own run's health
 # report, not reports/health-latest.json).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
