@@ -78,7 +78,7 @@ test-watchdog: venv host-deps
 
 # What CI runs (.ci/run), in two lanes side by side (tools/timed_stages.py: 'a,b|c,d' runs lane a then b beside
 # lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's 90. Lane 1 builds
-# the images (about 9 minutes on a machine that has none, as CI's has: 53 s when they are current), deploys the TP2
+# the images (331 s alone on a machine that has none, as CI's has; 10.5 s when they are current), deploys the TP2
 # fleet (`e2e`), and the fault suite reuses it: its boots and watchdog windows set the pace (it keeps about 60 % of
 # the machine busy); sanity follows it. Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a cgroup-v1
 # machine, a CPU cgroup of low cpu.shares that its containers join too (made once dockerd runs). It starts with
