@@ -76,23 +76,22 @@ test-faults: venv host-deps
 test-watchdog: venv host-deps
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/faults/test_45_watchdog.py
 
-# What CI runs (.ci/run), in two lanes side by side (tools/timed_stages.py: 'a,b|c,d' runs lane a then b beside
-# lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's 90. Lane 1 builds
-# the images (331 s alone on a machine that has none, as CI's has; 10.5 s when they are current), deploys the TP2
-# fleet (`e2e`), and the fault suite reuses it: its boots and watchdog windows set the pace (it keeps about 60 % of
-# the machine busy); sanity follows it. Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a cgroup-v1
-# machine, a CPU cgroup of low cpu.shares that its containers join too (made once dockerd runs). It starts with
-# what needs no image (lint, units: they run while lane 1 builds), then boots the TP3 fleet (e2e-tp3 waits for the
-# images under sim-images' lock; its test removes the fleet at the end), then molecule (its nodes on 198.19/16).
-# molecule last although it is one ansible process at a time (a core idles once lane 1 ends): run beside the
-# fault suite, it took 1,556 s instead of 999 and the run was longer. From no image at all (as on CI) this order
-# took 65.2 minutes on the build machine, busy 92-100 % throughout (README.md, Tests). The fleets, molecule's
-# nodes, their networks and the reports each test reads are apart (the TP3 test reads its own run's health
-# report, not reports/health-latest.json).
+# What CI runs (.ci/run), in two lanes side by side after the images (tools/timed_stages.py: 'a,b|c,d' runs lane
+# a then b beside lane c then d). The machine has 2 cores; the stages in sequence took 89 minutes, close to CI's
+# 90. The images come first (331 s alone on a machine that has none, as CI's has; 10.5 s when they are current).
+# Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: its boots and watchdog windows set the pace.
+# Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a cgroup-v1 machine, a CPU cgroup of low cpu.shares that
+# its containers join too. It boots the TP3 fleet (its test removes it at the end), then lint, sanity, units and
+# molecule (its nodes on 198.19/16). Measured orders (README.md, Tests): this one, 59.4 minutes with the images
+# current; lint and units first in lane 2 beside the image build, 65.2 minutes from no image and about 69 with the
+# images current (units then took 1,241-1,452 s beside the TP2 boot instead of 891); molecule before units, slower
+# too. The machine is busy 92-100 % in every order: only less work makes the run shorter. The fleets, molecule's
+# nodes, their networks and the reports each test reads are apart (the TP3 test reads its own run's health report,
+# not reports/health-latest.json). e2e-tp3 depends on sim-images (under a lock, so a run beside a build waits).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
 # stage's seconds, start and the machine's load go to the table at the end and to $(TEST_STAGES_JSON)
 # (benchmarks/converged_run.py --stages); a lane's output is printed whole when each of its stages ends.
-TEST_STAGES ?= sim-images,e2e,test-faults,sanity|lint,units,e2e-tp3,molecule
+TEST_STAGES ?= sim-images e2e,test-faults|e2e-tp3,lint,sanity,units,molecule
 TEST_STAGES_JSON ?= reports/make-test-stages.json
 test: venv host-deps
 	$(PY) tools/timed_stages.py --make "$(MAKE)" --json $(TEST_STAGES_JSON) $(foreach s,$(TEST_STAGES),'$(s)')

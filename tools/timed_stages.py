@@ -145,8 +145,8 @@ class Runner(object):
 
     def cgroup(self, lane):
         """The lane's CPU cgroup, made on the first of its targets that finds dockerd on the cgroupfs driver. A lane
-        may start before dockerd does (units beside sim-images, which starts it): its first targets then run under
-        nice alone, and the next target asks again."""
+        may start before dockerd does (a lane beside sim-images, which starts it): its first targets then run
+        under nice alone, and the next target asks again."""
         with self.lock:
             if self.cgroups.get(lane) is None:
                 self.cgroups[lane] = lane_cgroup(lane, self.cgroup_root, self.driver)

@@ -123,7 +123,7 @@ def test_no_cpu_cgroup_where_docker_could_not_use_it(tmp_path, shares_file, driv
 
 
 def test_a_lane_that_starts_before_dockerd_gets_its_cgroup_on_a_later_target(tmp_path):
-    # make test's lane 2 begins with units while lane 1 builds the images (and starts dockerd): no driver yet
+    # a lane that starts beside the image build (which starts dockerd) finds no driver yet
     root = tmp_path / "cpu"
     root.mkdir()
     (root / "cpu.shares").write_text("1024\n")
