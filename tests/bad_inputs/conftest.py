@@ -25,6 +25,9 @@ BIN = os.path.dirname(sys.executable)
 # which pytest 9 no longer reads.)
 BATCHED = (
     "test_lane_overrides.py::test_bad_override_is_refused",
+    "test_role_arguments.py::test_bad_role_variable_is_refused",
+    "test_role_arguments.py::test_serve_role_variable_is_refused_under_site",
+    "test_role_arguments.py::test_out_of_range_variable_is_refused",
 )
 
 

@@ -1,5 +1,9 @@
-"""Role variables of the wrong type or choice (-e) stop `site.yml --tags <role>` at the role's
-argument validation (roles/<role>/meta/argument_specs.yml), before any task reaches a node.
+"""Role variables of the wrong type or choice stop `site.yml --tags <role>` at the role's argument validation
+(roles/<role>/meta/argument_specs.yml), before any task reaches a node.
+
+Cases of one class share an ansible-playbook run, one host per case holding its variable (at most 8 hosts a run, the
+lane's tensor_parallel_size set to the host count): each host is refused with its own message. The same values given
+with -e (which outranks the inventory) go through the same checks: test_an_extra_var_is_refused_as_a_host_var_is.
 
 The lane is valid (sim_cpu_tp2) so the lane check passes; ssh is a recorder that must stay unused
 (conftest.py). Every playbook validates every role's arguments first, in playbooks/controller_checks.yml
@@ -12,7 +16,8 @@ import json
 
 import pytest
 
-from .conftest import assert_refused_untouched, host_messages, host_name, run_playbook, write_case_inventory, write_inventory
+from .conftest import (assert_batched, assert_refused_untouched, host_messages, host_name, run_playbook,
+                       write_case_inventory, write_inventory)
 
 # (id, role tag, variable, value, expected message fragment); playbook site.yml unless in SERVE_ONLY
 CASES = [
@@ -55,7 +60,8 @@ SITE_CASES = [
 
 # Ranges meta/argument_specs.yml cannot express: an assert at the start of the role, on the controller (no
 # connection), refuses them before the first node task.
-# Typed values (-e as JSON): each is refused by its kind (meta/kinds.yml) or by the role's own relation checks.
+# Typed values (host vars keep their YAML type, as -e JSON does): each is refused by its kind (meta/kinds.yml) or by
+# the role's own relation checks.
 RANGE_CASES = [
     ("swap-size-negative", "node_prep", "node_prep_swap_size_gib", -4,
      "node_prep_swap_size_gib = -4 is outside 1..1024 (kind integer); choose a value in 1..1024. Fix the variable(s) "
@@ -88,32 +94,80 @@ RANGE_CASES = [
 ]
 
 
-def _run(tmp_path, tag, var, value, playbook="site.yml"):
-    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
-    return run_playbook(inv, playbook, tags=tag, extra_vars={var: value})
+def _chunks(cases, size=8):
+    """Cases in runs of at most 8 hosts: one host per case, and the lane's tensor_parallel_size (8 at most) set to
+    the run's host count so the rank layout passes and each host reaches its own role's arguments."""
+    return [cases[i:i + size] for i in range(0, len(cases), size)]
+
+
+def _batch_run(tmp_path_factory, name, cases, playbook):
+    """One ansible-playbook run for a list of cases (id, tag, variable, value, expected): one host per case holding
+    its variable (host vars keep the value's type, as `-e` JSON does), --tags every case's role. Each host stops at
+    its own first refusal and the others go on to theirs (controller_checks.yml), so each case reads its own
+    host's message. Returns {case id: (rc, whole output, that host's message)}."""
+    results = {}
+    for n, chunk in enumerate(_chunks(cases)):
+        tmp = tmp_path_factory.mktemp("%s-%d" % (name, n))
+        inv = write_case_inventory(tmp, dict((c[0], {c[2]: c[3]}) for c in chunk),
+                                   {"vllm_lane": "sim_cpu_tp2", "vllm_lane_overrides": {"tensor_parallel_size": len(chunk)}})
+        rc, out = run_playbook(inv, playbook, tags=",".join(sorted(set(c[1] for c in chunk))))
+        messages = host_messages(out)
+        for case in chunk:
+            results[case[0]] = (rc, out, messages.get(host_name(case[0]), ""))
+    return results
+
+
+@pytest.fixture(scope="module")
+def role_batch(tmp_path_factory):
+    assert_batched()
+    site = [c for c in CASES if c[1] not in SERVE_ONLY]
+    serve = [c for c in CASES if c[1] in SERVE_ONLY]
+    return dict(_batch_run(tmp_path_factory, "site", site, "site.yml"),
+                **_batch_run(tmp_path_factory, "serve", serve, "playbooks/serve.yml"))
+
+
+@pytest.fixture(scope="module")
+def site_batch(tmp_path_factory):
+    assert_batched()
+    return _batch_run(tmp_path_factory, "under-site", SITE_CASES, "site.yml")
+
+
+@pytest.fixture(scope="module")
+def range_batch(tmp_path_factory):
+    assert_batched()
+    return _batch_run(tmp_path_factory, "range", RANGE_CASES, "site.yml")
 
 
 @pytest.mark.parametrize("case,tag,var,value,expected", CASES, ids=[c[0] for c in CASES])
-def test_bad_role_variable_is_refused(tmp_path, case, tag, var, value, expected):
-    rc, out = _run(tmp_path, tag, var, value, "playbooks/serve.yml" if tag in SERVE_ONLY else "site.yml")
+def test_bad_role_variable_is_refused(role_batch, case, tag, var, value, expected):
+    rc, out, mine = role_batch[case]
     assert_refused_untouched(rc, out, expected)
-    assert "Validation of arguments failed" in out and "name: %s" % tag in out, out
+    assert expected in mine and "Validation of arguments failed" in mine and "name: %s" % tag in mine, mine
 
 
 @pytest.mark.parametrize("case,tag,var,value,expected", SITE_CASES, ids=[c[0] for c in SITE_CASES])
-def test_serve_role_variable_is_refused_under_site(tmp_path, case, tag, var, value, expected):
-    rc, out = _run(tmp_path, tag, var, value)
+def test_serve_role_variable_is_refused_under_site(site_batch, case, tag, var, value, expected):
+    rc, out, mine = site_batch[case]
     assert_refused_untouched(rc, out, expected)
-    assert "Validation of arguments failed" in out and "name: %s" % tag in out, out
+    assert expected in mine and "Validation of arguments failed" in mine and "name: %s" % tag in mine, mine
 
 
 @pytest.mark.parametrize("case,tag,var,value,expected", RANGE_CASES, ids=[c[0] for c in RANGE_CASES])
-def test_out_of_range_variable_is_refused(tmp_path, case, tag, var, value, expected):
-    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2"})
-    # YAML reads .nan as a float, NaN as a string
-    rc, out = run_playbook(inv, "site.yml", tags=tag, args=("-e", json.dumps({var: value}).replace("NaN", ".nan")))
+def test_out_of_range_variable_is_refused(range_batch, case, tag, var, value, expected):
+    rc, out, mine = range_batch[case]
     assert_refused_untouched(rc, out, expected)
-    assert "host node-a: " + expected in out, out
+    assert "host %s: %s" % (host_name(case), expected) in out, mine
+
+
+def test_an_extra_var_is_refused_as_a_host_var_is(tmp_path):
+    """-e outranks every inventory value: a bad value given there is refused by the same check, on the controller
+    (one case of each way in: -e key=value, a string, and -e JSON, typed)."""
+    inv = write_inventory(tmp_path, 2, {"vllm_lane": "sim_cpu_tp2", "vllm_watchdog_interval_s": 30})
+    rc, out = run_playbook(inv, "site.yml", tags="vllm_watchdog", extra_vars={"vllm_watchdog_max_failed_restarts": "three"})
+    assert_refused_untouched(rc, out, "argument 'vllm_watchdog_max_failed_restarts' is of type str and we were "
+                                      "unable to convert to int")
+    rc, out = run_playbook(inv, "site.yml", tags="vllm_watchdog", args=("-e", json.dumps({"vllm_watchdog_interval_s": 0})))
+    assert_refused_untouched(rc, out, "host node-a: vllm_watchdog_interval_s = 0 is outside 1..3600 (kind duration)")
 
 
 # Names node_prep writes into sudoers and /etc/fstab (tasks/arguments.yml): one host per value, one run
