@@ -110,7 +110,7 @@ def test_path_check_is_real():
 def _fqcn_targets():
     names = set()
     for pattern in ("playbooks/*.yml", "plugins/modules/*.py", "plugins/action/*.py", "plugins/filter/*.yml",
-                    "plugins/inventory/*.py", "plugins/doc_fragments/*.py"):
+                    "plugins/inventory/*.py", "plugins/callback/*.py", "plugins/doc_fragments/*.py"):
         names.update(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(ROOT, pattern)))
     names.update(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "roles", "*")))
     for py in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py")):
