@@ -144,6 +144,29 @@ def test_readme_playbooks_exist():
     assert missing == []
 
 
+def test_readme_ansible_cfg_for_an_installed_collection_matches_the_checkouts():
+    """The README's ansible.cfg snippet (Install) holds the plugins the checkout enables and the values it is tested
+    with: a plugin added to ansible.cfg but not to the snippet, or a setting that drifted, fails here."""
+    import configparser  # pylint: disable=import-outside-toplevel
+    text = _read("README.md")
+    install = text[text.index("## Install"):text.index("\n## ", text.index("## Install") + 1)]
+    block = re.search(r"```ini\n(.*?)```", install, re.S)
+    assert block, install
+    snippet, checkout = configparser.ConfigParser(), configparser.ConfigParser()
+    snippet.read_string(block.group(1))
+    checkout.read(os.path.join(ROOT, "ansible.cfg"))
+    assert snippet.sections() == ["defaults", "inventory", "ssh_connection"]
+    for section in snippet.sections():
+        for key, value in snippet.items(section):
+            assert checkout.get(section, key) == value, (section, key)
+    ours = lambda cfg, section, key: sorted(v.strip() for v in cfg.get(section, key).split(",")
+                                            if v.strip().startswith("dgxspark.vllm."))
+    assert ours(snippet, "defaults", "callbacks_enabled") == ours(checkout, "defaults", "callbacks_enabled") \
+        == ["dgxspark.vllm.preload"]
+    assert ours(snippet, "inventory", "enable_plugins") == ours(checkout, "inventory", "enable_plugins") \
+        == ["dgxspark.vllm.shape_guard"]
+
+
 def test_readme_lane_list_is_lanes_dir():
     para = _readme_paragraph("Lanes (")
     listed = set(LANE_RE.findall(para))
