@@ -159,8 +159,10 @@ def test_readme_ansible_cfg_for_an_installed_collection_matches_the_checkouts():
     for section in snippet.sections():
         for key, value in snippet.items(section):
             assert checkout.get(section, key) == value, (section, key)
-    ours = lambda cfg, section, key: sorted(v.strip() for v in cfg.get(section, key).split(",")
-                                            if v.strip().startswith("dgxspark.vllm."))
+
+    def ours(cfg, section, key):
+        return sorted(v.strip() for v in cfg.get(section, key).split(",") if v.strip().startswith("dgxspark.vllm."))
+
     assert ours(snippet, "defaults", "callbacks_enabled") == ours(checkout, "defaults", "callbacks_enabled") \
         == ["dgxspark.vllm.preload"]
     assert ours(snippet, "inventory", "enable_plugins") == ours(checkout, "inventory", "enable_plugins") \
