@@ -10,6 +10,7 @@ and its children (user + system), the hosts, and the 1-minute load before and af
 import argparse
 import json
 import os
+import pathlib
 import resource
 import subprocess
 import sys
@@ -21,22 +22,6 @@ sys.path.insert(0, REPO)
 
 from tests.bad_inputs import test_lane_overrides as cases  # noqa: E402  pylint: disable=wrong-import-position
 from tests.bad_inputs.conftest import write_case_inventory  # noqa: E402  pylint: disable=wrong-import-position
-
-
-class _Dir(str):
-    """write_case_inventory wants a pathlib-like directory: `/` and mkdir/write_text are enough."""
-
-    def __truediv__(self, other):
-        return _Path(os.path.join(self, other))
-
-
-class _Path(_Dir):
-    def mkdir(self, parents=False):
-        os.makedirs(self, exist_ok=parents)
-
-    def write_text(self, text):
-        with open(self, "w") as f:
-            f.write(text)
 
 
 def _load():
@@ -63,7 +48,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    tmp = _Dir(tempfile.mkdtemp(prefix="preload-bench-"))
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="preload-bench-"))
     inv = write_case_inventory(tmp, dict((c[0], {"vllm_lane": c[2][0], "vllm_lane_overrides": c[3]})
                                          for c in cases.ALL_CASES), {"vllm_lane": "sim_cpu_tp2"})
     runs = []

@@ -2,6 +2,7 @@
 playbook start, so a worker forked afterwards looks a filter up without importing anything."""
 import configparser
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -39,7 +40,6 @@ def test_playbook_start_loads_every_filter_file_and_the_action_plugin_so_a_forke
     proc = subprocess.run([sys.executable, "-c", PROBE, os.path.join(ROOT, "collections")], capture_output=True,
                           text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    import json  # pylint: disable=import-outside-toplevel
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     files = sorted(os.path.splitext(os.path.basename(p))[0]
                    for p in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py")) if not p.endswith("__init__.py"))
