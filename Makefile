@@ -11,12 +11,14 @@ ALL_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule
 # scenario here starts its nodes through the same role (molecule/_shared) and checks those stand-ins
 # through its own role, and make e2e-tp3 / e2e build and boot fleets with it, so CI leaves it out too
 # (about 2 minutes). `make molecule SCENARIOS="$(ALL_SCENARIOS)"` runs every one.
-SCENARIOS ?= preflight node_prep rdma_fabric image_sync kernel_fix model_weights tp_pad vllm_health vllm_watchdog vllm_monitoring
+# Longest first (seconds alone on 2 cores: image_sync about 300, kernel_fix about 45), so that the two lanes of make
+# test, which take them from one queue (molecule-lane1/2), end close together.
+SCENARIOS ?= image_sync node_prep model_weights rdma_fabric vllm_watchdog vllm_monitoring preflight vllm_health tp_pad kernel_fix
 INVENTORY ?= inventories/sim/hosts.yml
 export ANSIBLE_FORCE_COLOR ?= 0
 export PYTHONPATH := $(CURDIR)/collections
 
-.PHONY: help venv host-deps lint sanity units molecule e2e e2e-tp3 test-faults test-watchdog test demo demo-down sim-up sim-down sim-images bench
+.PHONY: help venv host-deps lint sanity units molecule molecule-lane1 molecule-lane2 e2e e2e-tp3 test-faults test-watchdog test demo demo-down sim-up sim-down sim-images bench
 
 help:
 	@echo "make demo       simulated fleet up + site.yml end to end (the embedded default)"
@@ -55,8 +57,13 @@ sim-images: venv host-deps
 	$(ACT) flock .sim/images.lock ansible-playbook playbooks/sim_up.yml -e sim_fleet_nodes_enabled=false
 
 molecule: venv host-deps sim-images
-	@set -e; for s in $(SCENARIOS); do echo "== molecule $$s"; t0=$$SECONDS; $(ACT) molecule test -s $$s; \
-	  echo "== molecule $$s: $$((SECONDS - t0)) s (load $$(cut -d' ' -f1 /proc/loadavg))"; done
+	$(ACT) python tools/molecule_queue.py $(SCENARIOS)
+
+# make test's share of the scenarios in each lane: both take from one queue file (tools/molecule_queue.py), which
+# `test` empties first. Lane 2 starts on them beside the fault suite; lane 1 takes what is left when the suite ends.
+MOLECULE_QUEUE ?= .sim/molecule-queue
+molecule-lane1 molecule-lane2: venv host-deps sim-images
+	$(ACT) python tools/molecule_queue.py --queue $(MOLECULE_QUEUE) $(SCENARIOS)
 
 e2e: venv host-deps
 	$(ACT) pytest -p no:cacheprovider --durations=0 tests/e2e/test_demo_tp2.py
@@ -91,9 +98,10 @@ test-watchdog: venv host-deps
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
 # stage's seconds, start and the machine's load go to the table at the end and to $(TEST_STAGES_JSON)
 # (benchmarks/converged_run.py --stages); a lane's output is printed whole when each of its stages ends.
-TEST_STAGES ?= sim-images e2e,test-faults|e2e-tp3,lint,sanity,units,molecule
+TEST_STAGES ?= sim-images e2e,test-faults,molecule-lane1|e2e-tp3,lint,sanity,units,molecule-lane2
 TEST_STAGES_JSON ?= reports/make-test-stages.json
 test: venv host-deps
+	@mkdir -p $(dir $(MOLECULE_QUEUE)) && rm -f $(MOLECULE_QUEUE)
 	$(PY) tools/timed_stages.py --make "$(MAKE)" --json $(TEST_STAGES_JSON) $(foreach s,$(TEST_STAGES),'$(s)')
 
 sim-up: venv host-deps

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import yaml
+from molecule.util import merge_dicts
 
 from tests.unit.conftest import ROOT
 
@@ -53,9 +54,12 @@ def test_the_checkout_and_every_molecule_scenario_enable_it():
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(ROOT, "ansible.cfg"))
     assert "dgxspark.vllm.preload" in [c.strip() for c in cfg.get("defaults", "callbacks_enabled").split(",")]
+    # molecule merges each scenario over the project's base config, the way it does it (molecule.util.merge_dicts)
+    with open(os.path.join(ROOT, ".config", "molecule", "config.yml")) as f:
+        base = yaml.safe_load(f)
     scenarios = sorted(glob.glob(os.path.join(ROOT, "molecule", "*", "molecule.yml")))
     assert scenarios
     for path in scenarios:
         with open(path) as f:
-            env = yaml.safe_load(f)["provisioner"]["env"]
-        assert env.get("ANSIBLE_CALLBACKS_ENABLED") == "dgxspark.vllm.preload", path
+            merged = merge_dicts(base, yaml.safe_load(f))
+        assert merged["provisioner"]["env"].get("ANSIBLE_CALLBACKS_ENABLED") == "dgxspark.vllm.preload", path
