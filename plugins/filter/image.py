@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     ImageError,
+    apply_fix_pins,
     check_build_chain,
     check_expected_digest,
     check_expected_packages,
@@ -20,10 +21,13 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.image import (
     check_fix_source,
     compare_fingerprints,
     cuda_driver_problems,
+    fix_file_path,
+    fix_file_report,
     compare_identity,
     hosts_needing_image,
     pick_peer_address,
 )
+from ansible_collections.dgxspark.vllm.plugins.module_utils.kinds import check as _kind_check
 from ansible_collections.dgxspark.vllm.plugins.module_utils.space import image_space_problems as _image_space_problems
 
 
@@ -110,6 +114,20 @@ def image_cuda_problems(per_host, nodes, reference, lane_cuda_version=None):
         raise AnsibleFilterError(str(exc))
 
 
+def kernel_fix_pins(lane, pins):
+    """{lane, errors}: the lane with the user's vllm_fix_file_sha256 pins set on the files it leaves to the user."""
+    lane_out, errors = apply_fix_pins(_mapping(lane, "kernel_fix_pins"), pins, _kind_check)
+    return {"lane": lane_out, "errors": errors}
+
+
+def kernel_fix_report(lane, artifacts_dir, collection_root):
+    return fix_file_report(_mapping(lane, "kernel_fix_report"), artifacts_dir, collection_root)
+
+
+def kernel_fix_source_path(src, artifacts_dir, collection_root):
+    return fix_file_path(src, artifacts_dir, collection_root)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -120,6 +138,9 @@ class FilterModule(object):
             "image_package_pin_errors": image_package_pin_errors,
             "image_build_chain_errors": image_build_chain_errors,
             "kernel_fix_source_errors": kernel_fix_source_errors,
+            "kernel_fix_pins": kernel_fix_pins,
+            "kernel_fix_report": kernel_fix_report,
+            "kernel_fix_source_path": kernel_fix_source_path,
             "kernel_fix_image_check": kernel_fix_image_check,
             "kernel_fix_mount_errors": kernel_fix_mount_errors,
             "kernel_fix_container_drift": kernel_fix_container_drift,

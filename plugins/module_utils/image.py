@@ -20,6 +20,7 @@ __metaclass__ = type
 
 import hashlib
 import json
+import os
 import re
 
 
@@ -542,7 +543,11 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
     src = item.get("src") if not item.get("origin") else "%s (copy %s)" % (item["origin"], item.get("src"))
     errors = []
     want = str(item.get("sha256", "")).lower()
-    if not SHA256_RE.match(want):
+    if item.get("sha256") is None:
+        errors.append("lane %s: fix file %s is not pinned (the lane leaves its sha256 to you): check the file, "
+                      "then add to group_vars/spark_cluster: vllm_fix_file_sha256: {%s: <`sha256sum %s`>}"
+                      % (lane_name, name, name, item.get("src")))
+    elif not SHA256_RE.match(want):
         errors.append("lane %s: fix file %s: sha256 %r is not 64 hex; set fix_files[].sha256 to "
                       "`sha256sum %s`" % (lane_name, name, item.get("sha256"), item.get("src")))
     if actual_sha256 is None:
@@ -562,6 +567,173 @@ def check_fix_source(item, actual_sha256, content, lane_name="?"):
         errors.append("lane %s: fix file %s: %s does not contain its marker %r (catalogue fix_file_drift, docs/tp-padding.md); it is "
                       "not the fix file" % (lane_name, name, src, marker))
     return errors
+
+
+# ---------------------------------------------------------------- fix files the user supplies (issue 31)
+
+def fix_file_kind(src):
+    """'image' (read out of the lane's image on the head), 'url' (downloaded by kernel_fix) or 'file' (a controller
+    file: absolute, or relative to the artifacts directory or the collection)."""
+    src = str(src or "")
+    if src.startswith("image:"):
+        return "image"
+    if re.match(r"(https?|file)://", src):
+        return "url"
+    return "file"
+
+
+def fix_file_path(src, artifacts_dir, collection_root):
+    """The controller path of a 'file' source: an absolute src as written; a relative one in artifacts_dir (the
+    user's files, beside the inventory) when a file is there, else under the collection root (the files it
+    ships, e.g. the simulated lane's stand-in)."""
+    src = str(src)
+    if src.startswith("/"):
+        return src
+    if artifacts_dir:
+        mine = os.path.join(str(artifacts_dir), src)
+        if os.path.isfile(mine):
+            return mine
+    return os.path.join(str(collection_root), src)
+
+
+def apply_fix_pins(lane, pins, kind_check=None):
+    """(lane with the user's pins, errors). pins: {fix file name: sha256} from vllm_fix_file_sha256, for the files
+    a lane leaves to the user (sha256 null). A pin for a name the lane does not list, or for a file the lane pins
+    itself, is refused: it would be silently ignored or contradict the lane. kind_check(spec, value) is
+    module_utils/kinds.check (the sha256 kind's one rule)."""
+    if pins in (None, ""):
+        pins = {}
+    if not isinstance(pins, dict):
+        return lane, ["vllm_fix_file_sha256 must be a mapping of fix file name to sha256, got %s; write e.g. "
+                      "vllm_fix_file_sha256: {sparse_attn_indexer_kpool: <64 hex>}" % type(pins).__name__]
+    items = (lane or {}).get("fix_files") or []
+    if not pins or not isinstance(items, list):
+        return lane, []  # nothing to set; a malformed fix_files is the lane schema's to refuse
+    by_name = dict((i.get("name"), i) for i in items if isinstance(i, dict))
+    errors = []
+    for name in sorted(pins, key=str):
+        value = pins[name]
+        where = "vllm_fix_file_sha256[%s]" % name
+        if name not in by_name:
+            errors.append("%s: lane %s has no fix file %s (its fix files: %s); remove the pin or fix its name"
+                          % (where, lane.get("name", "?"), name, ", ".join(sorted(by_name)) or "none"))
+            continue
+        if by_name[name].get("sha256") is not None:
+            errors.append("%s: lane %s pins this file itself (sha256 %s); remove the pin (a different file needs a "
+                          "lane of its own)" % (where, lane.get("name", "?"), by_name[name].get("sha256") or "'' "
+                          "= the image's own copy"))
+            continue
+        problem = None
+        if kind_check is not None:
+            try:
+                kind_check("sha256", value)
+            except Exception as e:  # kinds.Refusal; its text is the rule and the fix
+                problem = "%s; %s" % (getattr(e, "rule", e), getattr(e, "fix", ""))
+        elif not (isinstance(value, str) and SHA256_RE.match(value)):
+            problem = "is not 64 lowercase hex; copy the first word of sha256sum <file>"
+        if problem:
+            errors.append("%s = %r %s" % (where, value, problem))
+    if errors:
+        return lane, errors
+    out = dict(lane)
+    out["fix_files"] = [dict(i, sha256=pins[i["name"]])
+                        if isinstance(i, dict) and i.get("sha256") is None and i.get("name") in pins else i
+                        for i in items]
+    return out, []
+
+
+def _source_text(item):
+    src = item.get("source") or {}
+    parts = [src.get("project"), src.get("path")]
+    text = ", ".join(p for p in parts if p)
+    if src.get("ref"):
+        text += " @" + src["ref"]
+    return text
+
+
+def fix_file_report(lane, artifacts_dir, collection_root, read=None):
+    """Every fix file the lane needs, as the controller finds it before any node is touched.
+
+    Returns {rows: [{name, kind, src, path, from, how, pin, state, sha256}], errors: [...], lines: [...]}:
+    state is one of present (the file is there, matches its pin and holds its marker), missing, unpinned (the lane
+    leaves the pin to the user and vllm_fix_file_sha256 has none), differs (not the pinned file), no marker,
+    empty, downloaded (a URL kernel_fix fetches and checks), from the image (read on the head, its own hash the
+    pin). Each error names the lane, the file, where to get it and the line to add. read(path) -> bytes or None
+    is for tests; by default the file is read here (on the controller)."""
+    if read is None:
+        def read(path):
+            try:
+                if not os.path.isfile(path):
+                    return None
+                with open(path, "rb") as f:
+                    return f.read()
+            except (IOError, OSError):
+                return None
+    name = (lane or {}).get("name", "?")
+    rows, errors = [], []
+    for item in (lane or {}).get("fix_files") or []:
+        kind = fix_file_kind(item.get("src"))
+        pin = item.get("sha256")
+        row = {"name": item.get("name"), "kind": kind, "src": item.get("src"), "path": None,
+               "from": _source_text(item) or ("this collection" if kind == "file" else item.get("src")),
+               "how": (item.get("source") or {}).get("how"), "pin": pin, "state": None, "sha256": None}
+        rows.append(row)
+        if kind == "image":
+            row["state"] = "from the image"
+            continue
+        if kind == "url":
+            row["state"] = "downloaded" if pin else "unpinned"
+            if not pin:
+                errors.append(_unpinned(name, item, None, None))
+            continue
+        path = fix_file_path(item.get("src"), artifacts_dir, collection_root)
+        row["path"] = path
+        data = read(path)
+        if data is None:
+            row["state"] = "missing"
+            where = (os.path.join(str(artifacts_dir), str(item.get("src")))
+                     if artifacts_dir and not str(item.get("src")).startswith("/") else path)
+            row["path"] = where
+            errors.append("lane %s: fix file %s is missing: no file %s (kernel_fix_artifacts_dir, default files/ "
+                          "beside the inventory). Get it from %s%s. Save it there%s."
+                          % (name, item.get("name"), where, row["from"] or "its project",
+                             "; " + row["how"] if row["how"] else "",
+                             ", then pin it (validate prints the vllm_fix_file_sha256 line)" if pin is None else ""))
+            continue
+        actual = hashlib.sha256(data).hexdigest()
+        row["sha256"] = actual
+        text = data.decode("utf-8", "replace")
+        if pin is None:
+            row["state"] = "unpinned"
+            if item.get("marker") and item["marker"] not in text:
+                row["state"] = "no marker"
+                errors.append("lane %s: fix file %s: %s does not contain its marker %r: it is not the fix file; "
+                              "get it again from %s" % (name, item.get("name"), path, item["marker"], row["from"]))
+            else:
+                errors.append(_unpinned(name, item, path, actual))
+            continue
+        problems = check_fix_source(dict(item, src=path), actual, text, name)
+        if problems:
+            row["state"] = ("empty" if not text else "differs" if pin and actual != str(pin).lower()
+                            else "no marker")
+            errors.extend(problems)
+        else:
+            row["state"] = "present"
+    lines = ["fix files of lane %s (%d): name | source | pin | state" % (name, len(rows))]
+    for r in rows:
+        lines.append("  %s | %s | %s | %s%s" % (
+            r["name"], r["from"] or "-", (r["pin"][:12] + "...") if r["pin"] else
+            ("its own hash (image)" if r["kind"] == "image" else "not pinned"), r["state"],
+            " (%s)" % r["path"] if r["path"] and r["state"] != "present" else ""))
+    return {"rows": rows, "errors": errors, "lines": lines}
+
+
+def _unpinned(lane_name, item, path, actual):
+    how = "check that it is the file of %s%s, then add to group_vars/spark_cluster: vllm_fix_file_sha256: {%s: %s}" % (
+        _source_text(item) or "the lane", " (its marker %r is there)" % item["marker"] if item.get("marker") and path else "",
+        item.get("name"), actual or "<sha256sum of the file>")
+    return "lane %s: fix file %s is not pinned (the lane leaves its sha256 to you)%s; %s" % (
+        lane_name, item.get("name"), ": %s has sha256 %s" % (path, actual) if path else "", how)
 
 
 # fix_files[].images selectors: a digest, a vLLM version, or an image reference (issue 20).

@@ -128,8 +128,16 @@ FIX_FILE_SCHEMA = _obj({
     "name": _k("item_name", hint="it names the fix file on the nodes"),
     "src": _k("fix_source", hint="a controller path, an http(s) or file URL, or image:<glob> for a file taken from "
               "the image"),
-    "sha256": _k({"kind": "sha256", "empty": True}, hint="the sha256sum of src, or '' for a file taken from the "
-                 "image (its own hash becomes the pin)"),
+    "sha256": _k({"kind": "sha256", "empty": True}, ["string", "null"],
+                 hint="the sha256sum of src; '' for a file taken from the image (its own hash becomes the pin); "
+                 "null for a file each user fetches and pins (vllm_fix_file_sha256), with source: saying where"),
+    # where a file the collection cannot ship comes from (validate prints it; a null sha256 requires it)
+    "source": _obj({
+        "project": _s(**{"x-kind": "raw_text"}),
+        "path": _s(**{"x-kind": "raw_text"}),
+        "ref": _s(**{"x-kind": "raw_text"}),
+        "how": _s(**{"x-kind": "raw_text"}),
+    }, required=("project", "path")),
     "container_path": _path("container_path"),
     "marker": _s(**{"x-kind": "raw_text"}),
     # kernel_fix: the sha256 of the image's own file the fix was made against, the images it
@@ -460,6 +468,16 @@ def _semantic_errors(lane):
                       "(checkpoint.repo_id %r, guard_mode %s; docs/weights.md, the nvidia checkpoint); use "
                       "method dflash with a drafter (as lane tp2_dflash2 does) or a checkpoint whose MTP head is "
                       "quantized (lane tp2_mtp)" % (repo_id, guard_mode if guard_mode is not None else "null"))
+    for i, item in enumerate(lane.get("fix_files") or []):
+        # '' takes the image's own hash as the pin; a controller or URL file needs a pin, or null and a source
+        # so that each user fetches, checks and pins it (validate refuses until then)
+        where = "fix_files[%d] (%s)" % (i, item.get("name"))
+        if item.get("sha256") == "" and not str(item.get("src", "")).startswith("image:"):
+            errors.append("%s: sha256 '' is only for an image: source; pin the file (sha256sum), or, for a file "
+                          "each user fetches, write sha256: null and source: {project, path, how}" % where)
+        if item.get("sha256") is None and not item.get("source"):
+            errors.append("%s: sha256 null (the user pins it) needs source: {project, path, how} saying where "
+                          "to get the file" % where)
     image = lane.get("image") or {}
     digest = image.get("expected_digest")
     if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(digest)):

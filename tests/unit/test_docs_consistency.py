@@ -43,12 +43,21 @@ def _lanes():
 
 
 def _user_supplied():
-    """Fix files the lanes name: the user puts them there (they cannot ship), so a doc may name them."""
+    """Fix files the lanes name: the user puts them in kernel_fix_artifacts_dir (files/ beside the inventory; they
+    cannot ship), so a doc may name them there, and the directories holding them."""
     srcs = set()
     for lane in _lanes():
         spec = yaml.safe_load(_read("lanes/%s.yml" % lane)) or {}
-        srcs.update(f["src"] for f in spec.get("fix_files") or [] if "src" in f)
+        for f in spec.get("fix_files") or []:
+            if "src" in f and not f["src"].startswith(("image:", "/")) and "://" not in f["src"]:
+                srcs.update([f["src"], "files/" + f["src"]])
+                if "/" in f["src"]:
+                    srcs.add("files/%s/" % os.path.dirname(f["src"]))
     return srcs
+
+
+def _is_supplied(path, supplied):
+    return path in supplied or any(path.endswith("/" + s) for s in supplied if s.startswith("files/"))
 
 
 def _user_made(text):
@@ -89,7 +98,7 @@ def missing_paths(doc, text):
     supplied, made = _user_supplied(), _user_made(text)
     out = []
     for n, path in _paths(doc, text):
-        if path.startswith(GENERATED) or path in supplied or any(path.startswith(d) for d in made):
+        if path.startswith(GENERATED) or _is_supplied(path, supplied) or any(path.startswith(d) for d in made):
             continue
         if not _exists(path, doc):
             out.append("%s:%d: %s" % (doc, n, path))

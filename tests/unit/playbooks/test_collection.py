@@ -1,6 +1,8 @@
 """The collection builds, installs and documents itself; both entry points parse (issue 2)."""
 import glob
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -52,15 +54,23 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     doc = _run(["ansible-doc", "-t", "role", "dgxspark.vllm.preflight"], cwd=str(tmp_path),
                env={"ANSIBLE_COLLECTIONS_PATH": str(dest), "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg")})
     assert "ENTRY POINT: *lane*" in doc and "vllm_lane_overrides" in doc and "ENTRY POINT: *main*" in doc, doc
-    # An installed user (issue 31): validate from an empty directory with no ansible.cfg; the plan lands in that
-    # directory's reports/, named by its id, and nothing is written inside the installed collection.
+    # An installed user (issue 31): validate from an empty directory with no ansible.cfg, on the TP2 sample copied
+    # there with its fix file supplied (a stand-in holding the marker) in files/ beside it and pinned; the plan lands
+    # in that directory's reports/, named by its id, and nothing is written inside the installed collection.
     work = tmp_path / "empty"
     work.mkdir()
     coll = dest / "ansible_collections" / "dgxspark" / "vllm"
+    inv = work / "mysite"
+    shutil.copytree(str(coll / "inventories" / "sample_tp2"), str(inv))
+    (inv / "files").mkdir()
+    fix = b"# stand-in: multi_processor_count >= 78\n"
+    (inv / "files" / "sparse_attn_indexer_kpool.py").write_bytes(fix)
+    (inv / "group_vars" / "spark_cluster" / "pins.yml").write_text(
+        "vllm_fix_file_sha256:\n  sparse_attn_indexer_kpool: %s\n" % hashlib.sha256(fix).hexdigest())
     env = dict((k, v) for k, v in os.environ.items() if not k.startswith("ANSIBLE_"))
     env.update(PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(dest),
                PWD=str(work))
-    proc = subprocess.run(["ansible-playbook", "-i", str(coll / "inventories" / "sample_tp2" / "hosts.yml"),
+    proc = subprocess.run(["ansible-playbook", "-i", str(inv / "hosts.yml"),
                            "dgxspark.vllm.validate"], cwd=str(work), env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     out = " ".join((proc.stdout + proc.stderr).split())
@@ -73,3 +83,5 @@ def test_built_collection_installs_and_documents_preflight(tmp_path):
     assert page.startswith("# Bring-up plan %s\n" % pid)
     assert "| node-a | 0 | head |" in page and "| node-b | 1 | worker (--headless) |" in page
     assert not list(coll.glob("**/reports")) and not (coll / ".sim").exists()
+    assert "sparse_attn_indexer_kpool | tonyd2wild/GLM-5.3-Flash-NVFP4-DFlash2-2x-DGX-Spark, " \
+           "docker/sparse_attn_indexer_kpool_sm121.py | %s... | present" % hashlib.sha256(fix).hexdigest()[:12] in out

@@ -102,16 +102,3 @@ def test_different_lane_per_host_is_refused(tmp_path):
     rc, out = _run(inv)
     assert rc != 0
     assert "hosts node-b use another vllm_lane than sim_cpu_tp2" in " ".join(out.split()), out
-
-
-@pytest.mark.parametrize("sample,tp", [("sample_tp2", 2), ("sample_tp3", 3), ("sample_tp4", 4)])
-def test_sample_inventories_validate(sample, tp):
-    rc, out = _run(os.path.join("inventories", sample, "hosts.yml"), playbook="playbooks/validate.yml", tags=None)
-    assert rc == 0, out
-    flat = " ".join(out.split())
-    assert "(tensor-parallel size %d, platform spark)" % tp in flat, out
-    assert "node-a is rank 0 (head, serves the API)" in flat
-    assert "failed=0" in flat and "unreachable=0" in flat
-    # the layout validates, and every placeholder address is called out
-    assert flat.count("is a documentation address (RFC 5737)") == tp, out
-    assert "WARNING node-a: ansible_host 192.0.2.10 is a documentation address" in flat
