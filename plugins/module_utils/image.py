@@ -619,9 +619,9 @@ def apply_fix_pins(lane, pins, kind_check=None):
                           % (where, lane.get("name", "?"), name, ", ".join(sorted(by_name)) or "none"))
             continue
         if by_name[name].get("sha256") is not None:
+            own = by_name[name].get("sha256") or "'' = the image's own copy"
             errors.append("%s: lane %s pins this file itself (sha256 %s); remove the pin (a different file needs a "
-                          "lane of its own)" % (where, lane.get("name", "?"), by_name[name].get("sha256") or "'' "
-                          "= the image's own copy"))
+                          "lane of its own)" % (where, lane.get("name", "?"), own))
             continue
         problem = None
         if kind_check is not None:

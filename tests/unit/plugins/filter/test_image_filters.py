@@ -25,7 +25,19 @@ def test_filters_are_registered():
     assert sorted(f.FilterModule().filters()) == [
         "image_build_chain_errors", "image_cuda_problems", "image_digest_pin_errors", "image_fingerprint_compare", "image_hosts_needing",
         "image_identity", "image_package_pin_errors", "image_peer_address", "image_space_problems",
-        "kernel_fix_container_drift", "kernel_fix_image_check", "kernel_fix_mount_errors", "kernel_fix_source_errors"]
+        "kernel_fix_container_drift", "kernel_fix_image_check", "kernel_fix_mount_errors", "kernel_fix_pins",
+        "kernel_fix_report", "kernel_fix_source_errors", "kernel_fix_source_path"]
+
+
+def test_the_fix_file_filters_wrap_module_utils_with_the_kinds_rule():
+    lane = {"name": "l", "fix_files": [{"name": "a", "src": "a.py", "sha256": None, "container_path": "/x/a.py",
+                                        "source": {"project": "o/r", "path": "a.py"}}]}
+    got = f.kernel_fix_pins(lane, {"a": "B" * 64})
+    assert got["lane"] is lane and "is not a sha256 (64 lowercase hex digits)" in got["errors"][0]
+    got = f.kernel_fix_pins(lane, {"a": "b" * 64})
+    assert got["errors"] == [] and got["lane"]["fix_files"][0]["sha256"] == "b" * 64
+    assert f.kernel_fix_source_path("/abs/a.py", "/nowhere", "/coll") == "/abs/a.py"
+    assert f.kernel_fix_report(got["lane"], "/nowhere", "/coll")["rows"][0]["state"] == "missing"
 
 
 def test_container_drift_filter_on_the_sim_lane_fix():

@@ -124,7 +124,8 @@ def test_a_wrong_file_is_not_offered_a_pin_and_a_changed_file_differs(tmp_path):
     assert "does not contain its marker 'multi_processor_count >= 78'" in report["errors"][0]
     assert "vllm_fix_file_sha256" not in report["errors"][0]
     good = supply(art, item)
-    pinned, _ = im.apply_fix_pins(spec, {item["name"]: sha(good)}, kinds.check)
+    pinned, errors = im.apply_fix_pins(spec, {item["name"]: sha(good)}, kinds.check)
+    assert errors == []
     supply(art, item, good + b"# edited\n")
     report = im.fix_file_report(pinned, str(art), ROOT)
     assert report["rows"][0]["state"] == "differs"
