@@ -822,7 +822,8 @@ def check_fix_image(item, probe, image_ref, host="?", peer_host=None, peer_probe
     in_image = (probe.get("files") or {}).get(path) or None
     errors = []
     selectors = item.get("images") or []
-    if selectors and not any(fix_selector_matches(s, image_ref, probe) for s in selectors):
+    matched = [s for s in selectors if fix_selector_matches(s, image_ref, probe)]
+    if selectors and not matched:
         errors.append(
             "%s: fix file %s (sha256 %s) was made for %s, not for image %s (%s); the image's own %s has sha256 %s. "
             "Use the lane made for this image, or add its reference, digest or vllm==<version> to "
@@ -830,20 +831,25 @@ def check_fix_image(item, probe, image_ref, host="?", peer_host=None, peer_probe
             % (host, name, ours, ", ".join(str(s) for s in selectors), image_ref,
                _image_identity_text(probe) + (" (digests of %s, same fingerprint)" % vouched_by if vouched_by else ""),
                path, in_image or "absent (no file at that path)"))
-    more, state = check_fix_against_image(item, in_image, image_ref)
+    more, state = check_fix_against_image(item, in_image, image_ref, declared_for=matched[0] if matched else None)
     errors += ["%s: %s" % (host, e) for e in more]
     note = None
     if state == "same" and not errors:
         note = ("%s: image %s already carries exactly fix file %s at %s (sha256 %s); the read-only mount "
                 "changes nothing there" % (host, image_ref, name, path, ours))
+    elif state == "declared" and not errors:
+        note = ("%s: fix file %s (sha256 %s) replaces the image's own %s (sha256 %s): the lane declares it for this "
+                "image (%s)" % (host, name, ours, path, in_image, matched[0]))
     return {"errors": errors, "state": "refused" if errors else state, "note": note}
 
 
-def check_fix_against_image(item, in_image_sha256, image_ref):
+def check_fix_against_image(item, in_image_sha256, image_ref, declared_for=None):
     """Refuse to mount a fix over an image whose own copy of the file is neither our fix nor
     the base the fix was made against (catalogue fix_file_drift, image_differs). `in_image_sha256` None = path absent.
+    declared_for: the fix_files[].images entry that names this image (check_fix_image matched it); the lane then
+    says the fix was made for this very image, so replacing the image's own version is what it asks for.
 
-    Returns (errors, state) with state one of 'absent', 'same', 'base', 'override'.
+    Returns (errors, state) with state one of 'absent', 'same', 'base', 'declared', 'override'.
     """
     name = item.get("name", "?")
     path = item.get("container_path")
@@ -855,6 +861,9 @@ def check_fix_against_image(item, in_image_sha256, image_ref):
         return [], "same"
     if base and in_image_sha256 == str(base).lower():
         return [], "base"
+    if declared_for and not base:
+        # a base_sha256 that differs still refuses: the image is not the one the fix was made against
+        return [], "declared"
     if item.get("override"):
         return [], "override"
     if base:

@@ -579,6 +579,38 @@ def test_fix_made_for_another_vllm_is_refused_with_both_hashes_and_the_image():
                                      "after checking the fix against it" % KPOOL_SIM)
 
 
+PARALLEL_STATE_SHA = "0e47cff9a89717183bdce6403f0454961848247f51306a0f1dfbe3d6e1b93336"  # in the captured engine
+
+
+@pytest.mark.parametrize("selector", ["vllm==0.32.0", "vllm==0.32.0+cpu", SIM_REF])
+def test_a_fix_declared_for_the_image_in_use_replaces_its_own_version(selector):
+    # the lane lists the image the node holds: replacing the image's own file is what it asks for (issue 30)
+    target = SIM_VLLM + "/distributed/parallel_state.py"
+    item = {"name": "parallel_state.py", "sha256": FIX_SIM_SHA, "container_path": target, "images": [selector]}
+    out = im.check_fix_image(item, _sim_probe(), SIM_REF, "spark-sim-1")
+    assert out == {"errors": [], "state": "declared", "note": (
+        "spark-sim-1: fix file parallel_state.py (sha256 %s) replaces the image's own %s (sha256 %s): the lane declares "
+        "it for this image (%s)" % (FIX_SIM_SHA, target, PARALLEL_STATE_SHA, selector))}
+
+
+def test_near_misses_of_a_declared_fix_are_still_refused():
+    target = SIM_VLLM + "/distributed/parallel_state.py"
+    item = {"name": "parallel_state.py", "sha256": FIX_SIM_SHA, "container_path": target}
+    # no images at all: nothing declares the fix for this image
+    out = im.check_fix_image(item, _sim_probe(), SIM_REF, "spark-sim-1")
+    assert out["state"] == "refused" and "the lane declares no base_sha256 for it" in out["errors"][0]
+    # declared for this image, but against a base the image does not carry: another build of the same version
+    out = im.check_fix_image(dict(item, images=["vllm==0.32.0"], base_sha256="a" * 64), _sim_probe(), SIM_REF, "h")
+    assert out["state"] == "refused" and "the fix was made against %s" % ("a" * 64) in out["errors"][0]
+    # declared for another image only
+    out = im.check_fix_image(dict(item, images=["vllm==0.32.1"]), _sim_probe(), SIM_REF, "h")
+    assert out["state"] == "refused" and len(out["errors"]) == 2
+    assert "was made for vllm==0.32.1" in out["errors"][0] and "declares no base_sha256" in out["errors"][1]
+    # declared, and the base matches: the base rule answers first
+    out = im.check_fix_image(dict(item, images=["vllm==0.32.0"], base_sha256=PARALLEL_STATE_SHA), _sim_probe(), SIM_REF)
+    assert out["state"] == "base" and out["errors"] == []
+
+
 def test_image_already_carrying_exactly_the_fix_is_reported():
     target = SIM_VLLM + "/platforms/cpu.py"
     in_image = "e8c3220ce2a277de62f9329eb630940bfc8acdb8fb31d6dfddd1238140c264ee"
