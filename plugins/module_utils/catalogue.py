@@ -594,13 +594,43 @@ CATALOGUE = [
         "id": "weights_mismatch",
         "class": "weights",
         "title": "a weight file differs from the manifest (truncated or missing shard)",
+        # the engine's "Error while deserializing header" alone is not evidence of a bad file (H11): doctor reads
+        # the headers itself (weights_header_bad, safetensors_read_failed below)
         "matchers": {"state": [{"fact": "weights_mismatch", "op": "present"}],
-                     "log": [r"SafetensorError|incomplete metadata, file not fully covered|"
-                             r"Error while deserializing header"]},
+                     "log": [r"incomplete metadata, file not fully covered"]},
         "cause": "A shard on this node is shorter than the manifest (an interrupted copy) or missing.",
         "fix": "Rerun site.yml: model_weights fetches the file again; check free space and the share first.",
         "source": ["yalindogusahin/glm53-flash-nvfp4-tp3 scripts/serve.sh (weights checks)"],
         "refs": ["C.9"],
+    },
+    {
+        "id": "weights_header_bad",
+        "class": "weights",
+        "title": "a shard's safetensors header does not parse on this node",
+        "matchers": {"state": [{"fact": "weights_header_bad", "op": "present"}]},
+        "supersedes": ["weights_mismatch"],
+        "cause": "Read on the node outside the engine, the shard's 8-byte header length or its JSON header is not "
+                 "valid: this node's copy of the file is damaged (a short or interrupted write), whatever its size.",
+        "fix": "Rerun site.yml --tags model_weights: the manifest check finds the copy and fetches or copies it "
+               "again. When the file's sha256 equals the source's, the source itself is bad: fetch another revision.",
+        "source": ["eugr/spark-vllm-docker issue #275 (safetensors_rust.SafetensorError: Error while deserializing "
+                   "header: invalid JSON in header)"],
+        "refs": [],
+    },
+    {
+        "id": "safetensors_read_failed",
+        "class": "weights",
+        "title": "the engine failed to read a shard header that parses on the node",
+        "matchers": {"state": [{"fact": "safetensors_read_failed", "op": "present"}]},
+        "cause": "The engine reported a header it could not deserialize, but every shard's header parses when read "
+                 "on the node: the files are valid, and the failure is in the read path of this rank (the bind "
+                 "mount or network share it reads through, a short read, the loader), not in the checkpoint.",
+        "fix": "Do not re-download. Read the shard the evidence names inside this rank's container at the same "
+               "path (the mount may show other bytes than the node), compare this rank's mounts and share options "
+               "with the other ranks' (doctor lists them), and try the load with the checkpoint on local disk.",
+        "source": ["eugr/spark-vllm-docker issue #275: the same shard failed 9 times while the files matched the "
+                   "Hugging Face SHA-256 after a forced re-download"],
+        "refs": [],
     },
     {
         "id": "file_not_found",

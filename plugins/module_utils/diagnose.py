@@ -208,6 +208,28 @@ def parse_sysctl(text):
     return out
 
 
+# what the engine prints when a shard's header does not parse (safetensors' Rust reader)
+_HEADER_ERROR = re.compile(r"[^\n]*(?:Error while deserializing header|SafetensorError)[^\n]*")
+_LOAD_PROGRESS = re.compile(r"Loading safetensors checkpoint shards:[^\n|]*\|[^\n]*?(\d+)/(\d+)")
+
+
+def _natural(name):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def shard_at_failure(logs, shards):
+    """' (the load stopped after N of M shards: the next is <file>)' from the engine's last progress line, or ''.
+    vLLM loads the files in natural order of their names; the bar counts the files already read."""
+    found = _LOAD_PROGRESS.findall(logs or "")
+    if not found:
+        return ""
+    done, total = int(found[-1][0]), int(found[-1][1])
+    names = sorted(shards, key=_natural)
+    if total != len(names) or done >= total:
+        return " (the load stopped after %d of %d shards)" % (done, total)
+    return " (the load stopped after %d of %d shards: the next is %s)" % (done, total, names[done])
+
+
 def node_facts(raw):
     """Node facts for the state matchers, from what doctor_collect gathered on one node.
 
@@ -217,7 +239,8 @@ def node_facts(raw):
     ports ([int]), container ({running}), docker_group ({user, member}), disk ([{path, free_gib, min_gib}]),
     nccl_conf (text), gpu ({util, sm_clock, app_clock, power}), nccl_env ({NCCL_*: value}),
     ib_devices ([name]), args (the rank's argv), processes ([{pid, comm, argv, rss_kib}], processes.read_processes),
-    compute_apps (text of `nvidia-smi --query-compute-apps=pid,process_name,used_memory`, processes.COMPUTE_APPS_ARGV).
+    compute_apps (text of `nvidia-smi --query-compute-apps=pid,process_name,used_memory`, processes.COMPUTE_APPS_ARGV),
+    safetensors_headers ({file: "ok" or why its header does not parse}), logs (the rank's log).
     """
     facts = {}
     if raw.get("unreachable"):  # the connection error Ansible gave for the node: nothing else was read
@@ -264,6 +287,15 @@ def node_facts(raw):
             drift.append("%s inside the rank: %s" % (f["name"], f["rank_sha256"] or "missing"))
     if drift:
         facts["fix_file_drift"] = "; ".join(drift) + " (lane sha256 %s)" % raw["fix_files"][0]["expected"]
+    headers = raw.get("safetensors_headers") or {}
+    bad = [(f, e) for f, e in sorted(headers.items()) if e != "ok"]
+    read_error = _HEADER_ERROR.search(raw.get("logs") or "")
+    if bad:
+        facts["weights_header_bad"] = "; ".join("%s: %s" % fe for fe in bad[:3]) + (
+            " (and %d more)" % (len(bad) - 3) if len(bad) > 3 else "")
+    elif headers and read_error:
+        facts["safetensors_read_failed"] = "every one of the %d shard headers parses on this node%s; the engine: %s" % (
+            len(headers), shard_at_failure(raw.get("logs"), list(headers)), read_error.group(0).strip())
     container = raw.get("container") or {}
     if not container.get("running"):
         taken = ["port %s held by %s" % (l["port"], l.get("process") or "?") for l in raw.get("listeners") or []

@@ -69,7 +69,10 @@ options:
     elements: dict
     default: []
   weights_dir:
-    description: Host path of the checkpoint; the size of every file under it is reported (bytes).
+    description: >-
+      Host path of the checkpoint; the size of every file under it is reported (bytes), and the header of every
+      C(.safetensors) file is read and parsed as JSON here, outside the engine (module_utils/tp_padding.py
+      header_of), so an engine that failed to read a header is told apart from a file whose header is bad.
     type: path
   swap_required:
     description: The lane requires a swap area (node_prep creates it).
@@ -156,6 +159,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxspark.vllm.plugins.module_utils.docker_cli import DockerCLI, DockerError, parse_container, parse_image
 from ansible_collections.dgxspark.vllm.plugins.module_utils import processes
+from ansible_collections.dgxspark.vllm.plugins.module_utils.tp_padding import PaddingError, header_of
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD", re.I)
 REDACTED = "<redacted>"
@@ -482,6 +486,17 @@ def collect(module):
                     pass
     raw["weights"] = weights
     c.files["weights-sizes.json"] = json.dumps(weights, indent=2, sort_keys=True) + "\n"
+    # each shard's header as the format defines it (8-byte length, a JSON object): "ok" or why not
+    headers = {}
+    for rel in sorted(weights):
+        if rel.endswith(".safetensors"):
+            try:
+                header_of(os.path.join(p["weights_dir"], rel))
+                headers[rel] = "ok"
+            except (PaddingError, IOError, OSError) as e:
+                headers[rel] = str(e).replace(os.path.join(p["weights_dir"], rel) + ": ", "", 1)
+    raw["safetensors_headers"] = headers
+    c.files["safetensors-headers.json"] = json.dumps(headers, indent=2, sort_keys=True) + "\n"
 
     # docker group, disk
     if p["docker_user"]:

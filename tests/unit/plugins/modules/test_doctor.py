@@ -5,6 +5,7 @@ report is built from captured evidence and checked for verdict lines, tarball me
 """
 import json
 import os
+import struct
 import tarfile
 
 import pytest
@@ -265,6 +266,53 @@ def test_collect_names_a_leftover_engine_and_the_report_frees_it(tmp_path):
     assert top["evidence"].startswith("engine_memory_held: VLLM::EngineCore pid 4242 (59.94 GiB), VLLM::Worker_TP1 "
                                       "pid 4301 (0.52 GiB) hold 60.46 GiB with the rank stopped")
     assert "free_memory_refused" not in [m["id"] for m in res["verdicts"]["node-b"]["matches"]]
+
+
+def _shard(path, header):
+    """A safetensors file: 8-byte little-endian header length, the header, then its data (zeros)."""
+    blob = json.dumps(header).encode() if isinstance(header, dict) else header
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + b"\0" * 16)
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_header_error_is_judged_by_reading_every_shard_header_on_the_node(tmp_path, damaged):
+    """The engine's "Error while deserializing header" after 2 of 4 shards (field case: the same shard failed 9
+    times while its sha256 matched). doctor reads every header itself: all parse, so the read path is at fault and
+    the next shard is named; one that does not parse is this node's bad copy. Never weights_mismatch from the log."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    names = ["model-%05d-of-00004.safetensors" % i for i in range(1, 5)]
+    for name in names:
+        _shard(ckpt / name, {"w": {"dtype": "BF16", "shape": [2, 4], "data_offsets": [0, 16]}})
+    if damaged:
+        _shard(ckpt / names[2], b'{"w": {"dtype": "BF16", "shape": [2, 4], "data_offs')
+    info = _running_inspect()
+    info["State"].update({"Status": "exited", "Running": False, "Pid": 0, "ExitCode": 1})
+    log = ("Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:41<00:41, 20.50s/it]\n"
+           "safetensors_rust.SafetensorError: Error while deserializing header: invalid JSON in header: EOF while "
+           "parsing a value at line 1 column 0\n")
+    node = _Node(tmp_path, [(["inspect", "--type", "container", "vllm_rank"], (0, json.dumps([info]), "")),
+                            (["logs"], (0, log, ""))])
+    node.params["weights_dir"] = str(ckpt)
+    out = DC.collect(node)
+    headers = out["raw"]["safetensors_headers"]
+    assert sorted(headers) == names
+    assert [n for n in names if headers[n] != "ok"] == ([names[2]] if damaged else [])
+    res, failed = run_module(DR.main, {"results": {"node-b": dict(out, changed=False)}, "head": "node-b",
+                                       "dest": str(tmp_path / "out"), "stamp": "20261207T101500Z", "redact": []})
+    assert not failed, res
+    matches = res["verdicts"]["node-b"]["matches"]
+    assert "weights_mismatch" not in [m["id"] for m in matches]
+    if damaged:
+        assert matches[0]["id"] == "weights_header_bad"
+        assert matches[0]["evidence"].startswith("weights_header_bad: %s: not a safetensors file: its 51-byte header "
+                                                 "is not JSON" % names[2]), matches[0]
+    else:
+        assert matches[0]["id"] == "safetensors_read_failed"
+        assert matches[0]["evidence"] == (
+            "safetensors_read_failed: every one of the 4 shard headers parses on this node (the load stopped after 2 "
+            "of 4 shards: the next is %s); the engine: safetensors_rust.SafetensorError: Error while deserializing "
+            "header: invalid JSON in header: EOF while parsing a value at line 1 column 0" % names[2])
 
 
 def test_a_failed_collection_is_not_called_unreachable_over_ssh(tmp_path):
