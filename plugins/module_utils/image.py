@@ -372,13 +372,14 @@ def compare_identity(per_host, reference_host, reference):
             got = digests[host]
             if host == anchor or got == want:
                 continue
-            same_bits = present[host].get("fingerprint") == present[anchor].get("fingerprint")
+            fps = (present[host].get("fingerprint"), present[anchor].get("fingerprint"))
+            # a probe that could not run leaves no fingerprint: the digests alone then name the rank
+            same_bits = "not taken" if None in fps else "agree" if fps[0] == fps[1] else "differ too"
             problems.append({
                 "host": host, "item": "registry_digest", "expected": want, "actual": got, "reference": anchor,
                 "msg": "%s: %s is %s here but %s on %s (fingerprints %s); the tag named different images when "
                        "they were pulled. Fix: pull one digest on every rank (image.reference %s@%s) or "
-                       "re-run image_sync" % (host, reference, got, want, anchor,
-                                              "agree" if same_bits else "differ too", repo_name(reference),
+                       "re-run image_sync" % (host, reference, got, want, anchor, same_bits, repo_name(reference),
                                               want)})
     kinds = set(by_host.values())
     basis = "digest" if kinds == set(["digest"]) else "fingerprint" if kinds <= set(["fingerprint"]) \

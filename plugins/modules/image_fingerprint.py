@@ -64,6 +64,15 @@ options:
       - Written outside check mode only; the entries of other image IDs for the same inputs are removed when
         a new one is written (one entry per role and image, not a growing directory).
     type: path
+  probe_failure:
+    description:
+      - What a probe container that cannot run (an image without C(sh) or C(sha256sum)) does - V(fail) the task, or
+        V(report) it in RV(probe_error) and return the image's identity from C(docker image inspect) (ID, registry
+        digests) without a fingerprint, so the caller can compare the ranks' registry digests before it refuses
+        (image_sync names a rank that holds another image even when no probe runs).
+    type: str
+    choices: [fail, report]
+    default: fail
 extends_documentation_fragment:
   - dgxspark.vllm.attributes
   - dgxspark.vllm.attributes.idempotent
@@ -180,6 +189,12 @@ probe_cached:
   description: Whether the probe's output came from O(cache_dir) (no container was started).
   returned: always
   type: bool
+probe_error:
+  description: >-
+    With O(probe_failure=report), why the probe container could not run (docker's exit code and its last error line);
+    RV(fingerprint), RV(files) and RV(packages) are then empty. V(null) when the probe ran or came from the cache.
+  returned: always
+  type: str
 """
 
 import hashlib
@@ -253,6 +268,7 @@ def main():
             space_paths=dict(type="list", elements="path", default=[]),
             docker_bin=dict(type="path"),
             cache_dir=dict(type="path"),
+            probe_failure=dict(type="str", default="fail", choices=["fail", "report"]),
         ),
         supports_check_mode=True,
     )
@@ -266,7 +282,7 @@ def main():
     result = dict(changed=False, present=False, fingerprint=None, files={}, packages={}, layers=[],
                   image_id=None, repo_digests=[], registry_digest=None, storage_driver=None,
                   nccl_conf={}, nccl_env={}, problems=[], cuda_toolchain=None, cuda_env=None,
-                  size_bytes=None, data_root=None, space={}, probe_cached=False)
+                  size_bytes=None, data_root=None, space={}, probe_cached=False, probe_error=None)
     cli = DockerCLI(module.run_command, docker, environ={"LANG": "C", "LC_ALL": "C"})
     try:
         _rc, out, _err = cli.call("info", "--format", INFO_FORMAT)
@@ -300,8 +316,12 @@ def main():
                     "--entrypoint", "sh", p["image"], "-c", PROBE_SCRIPT, "sh"] + p["paths"]
             rc, out, err = cli.call(*argv, check=False)
             if rc != 0:
-                module.fail_json(msg="the fingerprint probe in image %s failed (rc %d): %s; the image needs "
-                                     "sh and sha256sum" % (p["image"], rc, err.strip()), rc=rc, stdout=out, stderr=err)
+                why = "the fingerprint probe in image %s failed (rc %d): %s; the image needs sh and sha256sum" % (
+                    p["image"], rc, (err.strip().splitlines() or ["no error output"])[-1])
+                if p["probe_failure"] == "report":
+                    result.update(probe_error=why, layers=info["layers"])
+                    module.exit_json(**result)
+                module.fail_json(msg=why, rc=rc, stdout=out, stderr=err)
             probe = parse_probe(out)
         if cached and not result["probe_cached"] and not module.check_mode:
             try:

@@ -171,3 +171,17 @@ def test_probe_cache_is_not_written_in_check_mode_and_a_bad_entry_is_probed_agai
     kept = json.loads((cache / entry).read_text())
     assert kept["output"] == read_fixture("docker", "sim-vllm-cpu-probe.txt")
     assert kept["inputs"]["image_id"].endswith("a41abce2f3d38646f8fa1e68f100e2add0a78d730ec6dc5936982ff1e85d1795")
+
+
+def test_a_probe_that_cannot_run_fails_or_is_reported_with_the_images_identity():
+    inspect = "[{" + read_fixture("docker", "image-inspect-registry-pulled-excerpt.txt").strip().rstrip(",") + "}]"
+    responses = {"info": (0, "overlay2\n", ""), "image": (0, inspect, ""),
+                 "run": (127, "", 'docker: Error response from daemon: exec: "sh": executable file not found in $PATH\n')}
+    result, failed, _ = _run(responses, {"image": "ghcr.io/lowlighter/metrics:v3.34"})
+    assert failed and "the fingerprint probe in image ghcr.io/lowlighter/metrics:v3.34 failed (rc 127)" in result["msg"]
+    result, failed, _ = _run(responses, {"image": "ghcr.io/lowlighter/metrics:v3.34", "probe_failure": "report"})
+    assert not failed and result["fingerprint"] is None and result["files"] == {}
+    assert result["probe_error"] == ('the fingerprint probe in image ghcr.io/lowlighter/metrics:v3.34 failed (rc 127): '
+                                     'docker: Error response from daemon: exec: "sh": executable file not found in '
+                                     '$PATH; the image needs sh and sha256sum')
+    assert result["registry_digest"] == "sha256:257392f90340f916cb8b815026f259399f6b246d3eb7de38b58bfe7a07bd5b65"
