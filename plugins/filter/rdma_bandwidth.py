@@ -14,9 +14,10 @@ from ansible_collections.dgxspark.vllm.plugins.module_utils.bandwidth import (
 
 
 def rdma_fabric_bandwidth_plan(facts_by_host, head, size=65536, qps=4, port_base=18515, link_mbps=200000,
-                               tool="ib_write_bw"):
+                               tool="ib_write_bw", budget_s=None, per_test_s=15):
     try:
-        return probe_plan(dict(facts_by_host or {}), head, int(size), int(qps), int(port_base), int(link_mbps), tool)
+        return probe_plan(dict(facts_by_host or {}), head, int(size), int(qps), int(port_base), int(link_mbps), tool,
+                          None if budget_s is None else float(budget_s), float(per_test_s))
     except BandwidthError as e:
         raise AnsibleFilterError("rdma_fabric_bandwidth_plan: %s" % e)
     except (TypeError, ValueError, KeyError, AttributeError) as e:

@@ -52,33 +52,55 @@ def perftest_argv(hca, peer=None, size=PERFTEST_MAX_BYTES, qps=4, gid_index=None
 
 
 def probe_plan(facts_by_host, head, size=PERFTEST_MAX_BYTES, qps=4, port_base=18515, link_mbps=200000,
-               tool="ib_write_bw"):
-    """One probe per rail: every Up rail with an IPv4 of every node other than the head, against the head's rail in
-    the same subnet (the head runs the server side). facts_by_host: {host: rdma_facts} (module rdma_facts).
-    link_mbps: the rated link speed the floor is relative to (GB10 HCAs report 200000 Mb/s).
-    Returns {pairs: [{host, hca, netdev, peer_host, peer_hca, peer, speed_mbps, port, server_argv, client_argv}],
-    skipped: [message]} - a rail with no head rail in its subnet is skipped, named, never probed elsewhere."""
-    head_rails = [r for r in (facts_by_host.get(head) or {}).get("hcas") or []
-                  if r.get("state") == "Up" and r.get("ipv4") and r.get("cidr")]
-    pairs, skipped = [], []
-    for host in sorted(h for h in facts_by_host if h != head):
-        for rail in (facts_by_host[host] or {}).get("hcas") or []:
-            if rail.get("state") != "Up" or not rail.get("ipv4"):
-                continue
-            peer = [r for r in head_rails if r["cidr"] == rail.get("cidr")]
-            if not peer:
-                skipped.append("%s %s (%s): no rail of the head %s in %s, not probed" % (
-                    host, rail["hca"], rail.get("netdev"), head, rail.get("cidr")))
-                continue
-            port = port_base + len(pairs)
-            pairs.append({
-                "host": host, "hca": rail["hca"], "netdev": rail.get("netdev"), "peer_host": head,
-                "peer_hca": peer[0]["hca"], "peer": peer[0]["ipv4"], "speed_mbps": int(link_mbps), "port": port,
-                "server_argv": perftest_argv(peer[0]["hca"], None, size, qps, peer[0].get("roce_v2_gid_index"), tool,
-                                             port),
-                "client_argv": perftest_argv(rail["hca"], peer[0]["ipv4"], size, qps, rail.get("roce_v2_gid_index"),
-                                             tool, port)})
-    return {"pairs": pairs, "skipped": skipped}
+               tool="ib_write_bw", budget_s=None, per_test_s=15):
+    """Every ordered pair of nodes on every rail subnet: a rail is slow towards one peer only, or in one direction
+    only, as often as towards the head (issue 30). facts_by_host: {host: rdma_facts} (module rdma_facts); head: the
+    head's host name (listed first). A subnet is a rail: each node's first Up rail with an IPv4 in it takes part.
+    The order is pair_plan's: one direction of every pair on every subnet first, then the reverse directions, so a
+    budget that cuts leaves every rail measured one way. budget_s (None: no limit) and per_test_s (the seconds one
+    test takes) bound the plan; the tests past the budget are listed in not_measured with the reason.
+    link_mbps: the rated link speed the floor is relative to (GB10 HCAs report 200000).
+    Returns {pairs: [{host, hca, netdev, peer_host, peer_hca, peer, speed_mbps, port, server_argv, client_argv}]
+    (host runs the client, peer_host the server), skipped: [message], not_measured: [{host, peer_host, cidr,
+    reason}], seconds (the plan's estimate)}."""
+    order = [head] + sorted(h for h in facts_by_host if h != head) if head in facts_by_host else sorted(facts_by_host)
+    by_cidr = {}
+    for host in order:
+        for rail in (facts_by_host.get(host) or {}).get("hcas") or []:
+            if rail.get("state") == "Up" and rail.get("ipv4") and rail.get("cidr"):
+                by_cidr.setdefault(rail["cidr"], {}).setdefault(host, rail)
+    skipped, forward, reverse = [], [], []
+    for cidr in sorted(by_cidr):
+        nodes = [h for h in order if h in by_cidr[cidr]]
+        if len(nodes) < 2:
+            rail = by_cidr[cidr][nodes[0]]
+            skipped.append("%s %s (%s): no other node has a rail in %s, not probed" % (
+                nodes[0], rail["hca"], rail.get("netdev"), cidr))
+            continue
+        # every test of this subnet in pair_plan's order (no budget here: the budget cuts across subnets below)
+        cidr_tests = [t for rnd in pair_plan(nodes, [cidr], 10 ** 9, 1)["rounds"] for t in rnd]
+        half = len(cidr_tests) // 2
+        forward += cidr_tests[:half]
+        reverse += cidr_tests[half:]
+    tests = forward + reverse
+    fit = len(tests) if budget_s is None else int(float(budget_s) // float(per_test_s))
+    pairs, not_measured = [], []
+    for i, t in enumerate(tests):
+        if i >= fit:
+            not_measured.append({"host": t["src"], "peer_host": t["dst"], "cidr": t["rail"],
+                                 "reason": "not measured: the budget of %gs holds %d test(s) of %gs, %d planned"
+                                           % (float(budget_s), fit, float(per_test_s), len(tests))})
+            continue
+        mine, theirs = by_cidr[t["rail"]][t["src"]], by_cidr[t["rail"]][t["dst"]]
+        port = port_base + len(pairs)
+        pairs.append({
+            "host": t["src"], "hca": mine["hca"], "netdev": mine.get("netdev"), "peer_host": t["dst"],
+            "peer_hca": theirs["hca"], "peer": theirs["ipv4"], "speed_mbps": int(link_mbps), "port": port,
+            "server_argv": perftest_argv(theirs["hca"], None, size, qps, theirs.get("roce_v2_gid_index"), tool, port),
+            "client_argv": perftest_argv(mine["hca"], theirs["ipv4"], size, qps, mine.get("roce_v2_gid_index"), tool,
+                                         port)})
+    return {"pairs": pairs, "skipped": skipped, "not_measured": not_measured,
+            "seconds": int(round(len(pairs) * float(per_test_s)))}
 
 
 def _float(text):

@@ -20,7 +20,8 @@ def test_skipped_with_a_message_when_perftest_is_absent(tmp_path):
     play_vars = {"rdma_fabric_bandwidth_tool": tool, "rdma_fabric_bandwidth_size": 65536,
                  "rdma_fabric_bandwidth_qps": 4, "rdma_fabric_bandwidth_port_base": 18515,
                  "rdma_fabric_bandwidth_link_mbps": 200000, "rdma_fabric_bandwidth_floor_fraction": 0.35,
-                 "rdma_fabric_bandwidth_timeout_s": 60}
+                 "rdma_fabric_bandwidth_timeout_s": 60, "rdma_fabric_bandwidth_budget_s": 600,
+                 "rdma_fabric_bandwidth_test_s": 15}
     rc, tasks, tail = run_local_play(tmp_path, ["spark-a", "spark-b"], play_vars, [
         {"name": "the role's bandwidth tasks", "ansible.builtin.import_tasks": TASKS},
         {"name": "nothing was judged", "ansible.builtin.assert": {
@@ -30,8 +31,8 @@ def test_skipped_with_a_message_when_perftest_is_absent(tmp_path):
     (msg,) = [h["msg"] for h in skip.values() if "msg" in h]
     assert msg == ("rdma_fabric bandwidth probe skipped: %s is missing on spark-a, spark-b. Install perftest on every "
                    "node (DGX OS - apt install perftest) to probe each rail before loading, or set "
-                   "rdma_fabric_bandwidth_probe false." % tool)
-    plan = tasks["Rdma_fabric | one probe per rail against the head's rail in the same subnet"]
+                   "rdma_fabric_bandwidth_probe false with the reason in rdma_fabric_bandwidth_skip_reason." % tool)
+    plan = tasks["Rdma_fabric | every ordered pair of nodes on every rail subnet, within the budget"]
     assert plan and all(h.get("skipped") for h in plan.values())
 
 
@@ -84,7 +85,8 @@ def test_a_rail_under_its_floor_is_named_with_its_class(tmp_path):
     play_vars = {"rdma_fabric_bandwidth_tool": str(bins / "ib_write_bw"), "rdma_fabric_bandwidth_size": 65536,
                  "rdma_fabric_bandwidth_qps": 4, "rdma_fabric_bandwidth_port_base": port,
                  "rdma_fabric_bandwidth_link_mbps": 200000, "rdma_fabric_bandwidth_floor_fraction": 0.35,
-                 "rdma_fabric_bandwidth_timeout_s": 30, "rdma_fabric_sysfs_root": fake_sysfs(tmp_path, "x2-of-x4")}
+                 "rdma_fabric_bandwidth_timeout_s": 30, "rdma_fabric_sysfs_root": fake_sysfs(tmp_path, "x2-of-x4"),
+                 "rdma_fabric_bandwidth_budget_s": 600, "rdma_fabric_bandwidth_test_s": 15}
     rc, tasks, tail = run_local_play(tmp_path, ["spark-a", "spark-b"], play_vars, [
         {"name": "the role's bandwidth tasks, stand-ins first on PATH",
          "environment": {"PATH": "%s:%s" % (bins, os.environ["PATH"])},
@@ -93,8 +95,11 @@ def test_a_rail_under_its_floor_is_named_with_its_class(tmp_path):
     assert rc != 0, tail
     links = tasks["Rdma_fabric | PCIe link, ethtool and kernel log of each HCA"]
     assert links["spark-b"]["rdma_link_facts"]["hcas"]["roceP2p1s0f1"]["pcie"]["current_width"] == 2
-    (judged,) = [h for h in tasks["Rdma_fabric | every rail at or above its floor"].values() if h.get("failed")]
-    (msg,) = judged["msg"]
+    judged = [h for h in tasks["Rdma_fabric | every rail at or above its floor"].values() if h.get("failed")]
+    # both directions of the pair were measured (the stand-in reports the slow rail both ways): one failure each
+    msgs = judged[0]["msg"]
+    assert [m.split(" ")[0] for m in msgs] == ["spark-a", "spark-b"], msgs
+    msg = msgs[1]
     assert msg.startswith("spark-b roceP2p1s0f1 (enP2p1s0f1np1): 40.87 Gb/s to 127.0.0.1 at 65536-byte messages, "
                           "below the floor 70.00 Gb/s (35 % of its 200 Gb/s link): degraded_pcie (PCIe trained at x2 "
                           "of x4; kernel: 63.014 Gb/s available PCIe bandwidth, limited by 32 GT/s x2")

@@ -21,16 +21,54 @@ def t2():
     return {"node-a": fleet_facts("t2", "node-a", "json"), "node-b": fleet_facts("t2", "node-b", "json")}
 
 
-def test_plan_pairs_each_worker_rail_with_the_heads_rail_in_its_subnet():
+def test_plan_measures_both_directions_of_each_pair_on_its_subnet():
     plan = rdma_fabric_bandwidth_plan(t2(), "node-a")
-    assert plan["skipped"] == []
-    (pair,) = plan["pairs"]
-    assert (pair["host"], pair["hca"], pair["netdev"], pair["peer_host"], pair["peer_hca"], pair["peer"]) == (
+    assert plan["skipped"] == [] and plan["not_measured"] == [] and plan["seconds"] == 30
+    there, back = plan["pairs"]
+    # the head's rail to the worker's, then the way back: a rail slow in one direction only is measured
+    assert (there["host"], there["hca"], there["peer_host"], there["peer"], there["port"]) == (
+        "node-a", "rocep1s0f0", "node-b", "192.168.192.4", 18515)
+    assert (back["host"], back["hca"], back["netdev"], back["peer_host"], back["peer_hca"], back["peer"]) == (
         "node-b", "rocep1s0f0", "enp1s0f0np0", "node-a", "rocep1s0f0", "192.168.192.2")
-    assert pair["server_argv"] == ["ib_write_bw", "-d", "rocep1s0f0", "-s", "65536", "-q", "4", "--report_gbits", "-F",
-                                   "-x", "3", "-p", "18515"]
-    assert pair["client_argv"] == pair["server_argv"] + ["192.168.192.2"]
-    assert pair["speed_mbps"] == 200000
+    assert back["server_argv"] == ["ib_write_bw", "-d", "rocep1s0f0", "-s", "65536", "-q", "4", "--report_gbits", "-F",
+                                   "-x", "3", "-p", "18516"]
+    assert back["client_argv"] == back["server_argv"] + ["192.168.192.2"]
+    assert back["speed_mbps"] == 200000
+
+
+def _rail(hca, cidr, ip, state="Up"):
+    return {"hca": hca, "netdev": "n-" + hca, "state": state, "ipv4": ip, "cidr": cidr, "roce_v2_gid_index": 3}
+
+
+def test_every_ordered_pair_of_four_nodes_on_two_rails_and_a_budget_that_cuts_the_way_back():
+    facts = dict(("node-%s" % c, {"hcas": [_rail("r0", "10.10.0.0/24", "10.10.0.%d" % i),
+                                          _rail("r1", "10.20.0.0/24", "10.20.0.%d" % i)]})
+                 for i, c in enumerate("abcd", 1))
+    plan = rdma_fabric_bandwidth_plan(facts, "node-a")
+    tests = [(p["host"], p["peer_host"], p["hca"]) for p in plan["pairs"]]
+    assert len(tests) == len(set(tests)) == 24  # 12 ordered pairs on each of 2 rails
+    assert set(tests) == set((a, b, r) for a in facts for b in facts if a != b for r in ("r0", "r1"))
+    # every pair one way on both rails before any way back
+    first = tests[:12]
+    assert set((min(a, b), max(a, b), r) for a, b, r in first) == set(
+        (a, b, r) for a in facts for b in facts if a < b for r in ("r0", "r1"))
+    assert sorted(p["port"] for p in plan["pairs"]) == list(range(18515, 18515 + 24))
+    cut = rdma_fabric_bandwidth_plan(facts, "node-a", budget_s=200, per_test_s=15)
+    assert len(cut["pairs"]) == 13 and cut["seconds"] == 195 and len(cut["not_measured"]) == 11
+    assert cut["not_measured"][0]["reason"] == ("not measured: the budget of 200s holds 13 test(s) of 15s, 24 planned")
+    assert [(p["host"], p["peer_host"], p["hca"]) for p in cut["pairs"]] == tests[:13]
+
+
+def test_a_ring_pairs_only_the_nodes_that_share_a_subnet():
+    # TP3 ring: each subnet links two nodes (docs/rdma.md); a down rail takes no part
+    facts = {"node-a": {"hcas": [_rail("r0", "10.1.0.0/24", "10.1.0.1"), _rail("r1", "10.3.0.0/24", "10.3.0.1")]},
+             "node-b": {"hcas": [_rail("r0", "10.1.0.0/24", "10.1.0.2"), _rail("r1", "10.2.0.0/24", "10.2.0.2")]},
+             "node-c": {"hcas": [_rail("r0", "10.2.0.0/24", "10.2.0.3"),
+                                 _rail("r1", "10.3.0.0/24", "10.3.0.3", state="Down")]}}
+    plan = rdma_fabric_bandwidth_plan(facts, "node-a")
+    assert sorted((p["host"], p["peer_host"]) for p in plan["pairs"]) == [
+        ("node-a", "node-b"), ("node-b", "node-a"), ("node-b", "node-c"), ("node-c", "node-b")]
+    assert plan["skipped"] == ["node-a r1 (n-r1): no other node has a rail in 10.3.0.0/24, not probed"]
 
 
 def test_plan_refuses_more_than_64k():
@@ -38,12 +76,14 @@ def test_plan_refuses_more_than_64k():
         rdma_fabric_bandwidth_plan(t2(), "node-a", size=1048576)
 
 
-def test_a_rail_outside_the_heads_subnets_is_named_and_skipped():
+def test_a_rail_alone_in_its_subnet_is_named_and_skipped():
     facts = t2()
     facts["node-b"]["hcas"][0]["cidr"] = "10.99.0.0/24"
     plan = rdma_fabric_bandwidth_plan(facts, "node-a")
     assert plan["pairs"] == []
-    assert plan["skipped"] == ["node-b rocep1s0f0 (enp1s0f0np0): no rail of the head node-a in 10.99.0.0/24, not probed"]
+    assert sorted(plan["skipped"]) == [
+        "node-a rocep1s0f0 (enp1s0f0np0): no other node has a rail in 192.168.192.0/24, not probed",
+        "node-b rocep1s0f0 (enp1s0f0np0): no other node has a rail in 10.99.0.0/24, not probed"]
 
 
 def _reports():
