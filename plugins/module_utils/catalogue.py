@@ -598,6 +598,8 @@ CATALOGUE = [
         # the headers itself (weights_header_bad, safetensors_read_failed below)
         "matchers": {"state": [{"fact": "weights_mismatch", "op": "present"}],
                      "log": [r"incomplete metadata, file not fully covered"]},
+        # a shard cut short inside its header also fails to parse: the size says why
+        "supersedes": ["weights_header_bad"],
         "cause": "A shard on this node is shorter than the manifest (an interrupted copy) or missing.",
         "fix": "Rerun site.yml: model_weights fetches the file again; check free space and the share first.",
         "source": ["yalindogusahin/glm53-flash-nvfp4-tp3 scripts/serve.sh (weights checks)"],
@@ -608,9 +610,9 @@ CATALOGUE = [
         "class": "weights",
         "title": "a shard's safetensors header does not parse on this node",
         "matchers": {"state": [{"fact": "weights_header_bad", "op": "present"}]},
-        "supersedes": ["weights_mismatch"],
         "cause": "Read on the node outside the engine, the shard's 8-byte header length or its JSON header is not "
-                 "valid: this node's copy of the file is damaged (a short or interrupted write), whatever its size.",
+                 "valid: this node's copy of the file is damaged although its size is the expected one (a size that "
+                 "differs is weights_mismatch).",
         "fix": "Rerun site.yml --tags model_weights: the manifest check finds the copy and fetches or copies it "
                "again. When the file's sha256 equals the source's, the source itself is bad: fetch another revision.",
         "source": ["eugr/spark-vllm-docker issue #275 (safetensors_rust.SafetensorError: Error while deserializing "

@@ -39,7 +39,7 @@ REPORT_TASK = "Doctor | name the cause on every node and write the report (contr
 # what every node's directory in the tarball holds
 NODE_FILES = ["docker-inspect.json", "kernel.txt", "journal.txt", "nvidia-smi.txt", "meminfo.txt", "sysctl-vm.txt",
               "ip-addr.json", "ibdev2netdev.txt", "listening.txt", "nccl-env.txt", "image-fingerprint.json",
-              "fix-files.json", "weights-sizes.json", "docker-group.txt", "verdict.json"]
+              "fix-files.json", "weights-sizes.json", "safetensors-headers.json", "docker-group.txt", "verdict.json"]
 # and where a rank container exists
 RANK_FILES = ["spec-rendered-vs-received.json", "container-log.txt", "image-inspect.json"]
 

@@ -315,6 +315,23 @@ def test_a_header_error_is_judged_by_reading_every_shard_header_on_the_node(tmp_
             "header: invalid JSON in header: EOF while parsing a value at line 1 column 0" % names[2])
 
 
+def test_a_shard_cut_inside_its_header_is_a_size_mismatch_first():
+    """The fault suite's truncated shard (1024 bytes, inside its header): the size against the head's names the
+    interrupted copy (weights_mismatch), which replaces the header entry it causes."""
+    from ansible_collections.dgxspark.vllm.plugins.module_utils import diagnose as D
+    name = "model-00001-of-00001.safetensors"
+    head = {"weights": {name: 40000}, "safetensors_headers": {name: "ok"}}
+    worker = {"weights": {name: 1024},
+              "safetensors_headers": {name: "not a safetensors file: its 5000-byte header is not JSON (x)"}}
+    facts = D.node_facts(worker)
+    facts.update(D.fleet_facts({"h": head, "w": worker}, "h")["w"])
+    assert "weights_header_bad" in facts and "weights_mismatch" in facts
+    got = [m["id"] for m in D.diagnose({"facts": facts})]
+    assert got == ["weights_mismatch"], got
+    # the same header without a size difference: this node's copy is bad in place
+    assert [m["id"] for m in D.diagnose({"facts": D.node_facts(worker)})] == ["weights_header_bad"]
+
+
 def test_a_failed_collection_is_not_called_unreachable_over_ssh(tmp_path):
     results = {"node-a": {"failed": True, "msg": "docker: command not found"},
                "node-b": {"unreachable": True,
