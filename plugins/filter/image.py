@@ -120,8 +120,8 @@ def kernel_fix_pins(lane, pins):
     return {"lane": lane_out, "errors": errors}
 
 
-def kernel_fix_report(lane, artifacts_dir, collection_root):
-    return fix_file_report(_mapping(lane, "kernel_fix_report"), artifacts_dir, collection_root)
+def kernel_fix_report(lane, artifacts_dir, collection_root, user_pins=None):
+    return fix_file_report(_mapping(lane, "kernel_fix_report"), artifacts_dir, collection_root, user_pins=user_pins)
 
 
 def kernel_fix_source_path(src, artifacts_dir, collection_root):

@@ -605,8 +605,10 @@ def apply_fix_pins(lane, pins, kind_check=None):
     if pins in (None, ""):
         pins = {}
     if not isinstance(pins, dict):
-        return lane, ["vllm_fix_file_sha256 must be a mapping of fix file name to sha256, got %s; write e.g. "
-                      "vllm_fix_file_sha256: {sparse_attn_indexer_kpool: <64 hex>}" % type(pins).__name__]
+        kind = "a list" if isinstance(pins, list) else "a string" if isinstance(pins, str) else type(pins).__name__
+        return lane, ["vllm_fix_file_sha256 must be a mapping of fix file name to sha256, got %s; in group_vars write "
+                      "vllm_fix_file_sha256: {sparse_attn_indexer_kpool: <64 hex>}, with -e give it as JSON: -e "
+                      "'{\"vllm_fix_file_sha256\": {\"sparse_attn_indexer_kpool\": \"<64 hex>\"}}'" % kind]
     items = (lane or {}).get("fix_files") or []
     if not pins or not isinstance(items, list):
         return lane, []  # nothing to set; a malformed fix_files is the lane schema's to refuse
@@ -652,15 +654,17 @@ def _source_text(item):
     return text
 
 
-def fix_file_report(lane, artifacts_dir, collection_root, read=None):
+def fix_file_report(lane, artifacts_dir, collection_root, read=None, user_pins=None):
     """Every fix file the lane needs, as the controller finds it before any node is touched.
 
     Returns {rows: [{name, kind, src, path, from, how, pin, state, sha256}], errors: [...], lines: [...]}:
     state is one of present (the file is there, matches its pin and holds its marker), missing, unpinned (the lane
     leaves the pin to the user and vllm_fix_file_sha256 has none), differs (not the pinned file), no marker,
     empty, downloaded (a URL kernel_fix fetches and checks), from the image (read on the head, its own hash the
-    pin). Each error names the lane, the file, where to get it and the line to add. read(path) -> bytes or None
-    is for tests; by default the file is read here (on the controller)."""
+    pin). Each error names the lane, the file, where to get it and what to pin; when a file needs a new pin, the last
+    error is the one vllm_fix_file_sha256 mapping to set (user_pins, the pins already set, merged with the new ones:
+    separate lines would repeat the key). read(path) -> bytes or None is for tests; by default the file is read
+    here (on the controller)."""
     if read is None:
         def read(path):
             try:
@@ -671,7 +675,8 @@ def fix_file_report(lane, artifacts_dir, collection_root, read=None):
             except (IOError, OSError):
                 return None
     name = (lane or {}).get("name", "?")
-    rows, errors = [], []
+    user_pins = dict(user_pins) if isinstance(user_pins, dict) else {}
+    rows, errors, new_pins = [], [], {}
     for item in (lane or {}).get("fix_files") or []:
         kind = fix_file_kind(item.get("src"))
         pin = item.get("sha256")
@@ -712,6 +717,16 @@ def fix_file_report(lane, artifacts_dir, collection_root, read=None):
                               "get it again from %s" % (name, item.get("name"), path, item["marker"], row["from"]))
             else:
                 errors.append(_unpinned(name, item, path, actual))
+                new_pins[item.get("name")] = actual
+            continue
+        if item.get("name") in user_pins and text and actual != str(pin).lower():
+            # the pin is the user's, not the lane's: re-pin after checking, or put the pinned file back
+            row["state"] = "differs"
+            errors.append("lane %s: fix file %s: %s has sha256 %s, but your pin (vllm_fix_file_sha256) is %s: put back "
+                          "the file you pinned, or, if you replaced it on purpose, check it against %s and pin the new "
+                          "one (the last message gives the mapping)" % (name, item.get("name"), path, actual, pin,
+                                                                         row["from"]))
+            new_pins[item.get("name")] = actual
             continue
         problems = check_fix_source(dict(item, src=path), actual, text, name)
         if problems:
@@ -720,6 +735,12 @@ def fix_file_report(lane, artifacts_dir, collection_root, read=None):
             errors.extend(problems)
         else:
             row["state"] = "present"
+    if new_pins:
+        pins = dict((k, v) for k, v in user_pins.items() if k not in new_pins)
+        pins.update(new_pins)
+        errors.append("lane %s: once each file above is checked, set this one mapping in group_vars/spark_cluster "
+                      "(a file there, e.g. group_vars/spark_cluster/pins.yml; with -e, as JSON): vllm_fix_file_sha256: "
+                      "{%s}" % (name, ", ".join("%s: %s" % kv for kv in sorted(pins.items()))))
     lines = ["fix files of lane %s (%d): name | source | pin | state" % (name, len(rows))]
     for r in rows:
         lines.append("  %s | %s | %s | %s%s" % (
@@ -730,9 +751,15 @@ def fix_file_report(lane, artifacts_dir, collection_root, read=None):
 
 
 def _unpinned(lane_name, item, path, actual):
-    how = "check that it is the file of %s%s, then add to group_vars/spark_cluster: vllm_fix_file_sha256: {%s: %s}" % (
-        _source_text(item) or "the lane", " (its marker %r is there)" % item["marker"] if item.get("marker") and path else "",
-        item.get("name"), actual or "<sha256sum of the file>")
+    if not path:  # a URL: nothing here to hash
+        how = "download it, check it against %s and pin its sha256sum in vllm_fix_file_sha256 (%s: <sha256>)" % (
+            _source_text(item) or "the lane's source", item.get("name"))
+    elif item.get("marker"):
+        how = "its marker %r is there; check it against its source (%s) before you pin it" % (
+            item["marker"], _source_text(item) or "the lane")
+    else:
+        how = ("it has no marker to check it by: compare it with its source (%s) yourself before you pin it"
+               % (_source_text(item) or "the lane"))
     return "lane %s: fix file %s is not pinned (the lane leaves its sha256 to you)%s; %s" % (
         lane_name, item.get("name"), ": %s has sha256 %s" % (path, actual) if path else "", how)
 

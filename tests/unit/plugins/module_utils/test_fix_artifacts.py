@@ -102,11 +102,15 @@ def test_tp3_missing_then_unpinned_then_pinned(tmp_path):
     report = im.fix_file_report(spec, str(art), ROOT)
     assert [r["state"] for r in report["rows"]] == ["unpinned"] * 5 + ["from the image"]
     for f, err in zip(files, report["errors"]):
-        # the exact line to add, with the file's own hash, and only after its marker was found
-        assert err.endswith("vllm_fix_file_sha256: {%s: %s}" % (f["name"], sha(data[f["name"]]))), err
+        # each file with its own hash, its marker found (or said to have none), and where to check it
+        assert ": %s/%s has sha256 %s;" % (art, f["src"], sha(data[f["name"]])) in err, err
         assert ("its marker %r is there" % f.get("marker") in err) == bool(f.get("marker")), err
-
+        assert ("it has no marker to check it by" in err) == (not f.get("marker")), err
+    # then the one mapping to set: one key, every pin (separate lines would repeat the key)
     pins = dict((n, sha(d)) for n, d in data.items())
+    assert len(report["errors"]) == 6
+    assert report["errors"][-1].endswith("vllm_fix_file_sha256: {%s}" % ", ".join(
+        "%s: %s" % kv for kv in sorted(pins.items())))
     pinned, errors = im.apply_fix_pins(spec, pins, kinds.check)
     assert errors == [] and validate_lane(pinned, "tp3_dflash2") == []
     report = im.fix_file_report(pinned, str(art), ROOT)
@@ -124,11 +128,18 @@ def test_a_wrong_file_is_not_offered_a_pin_and_a_changed_file_differs(tmp_path):
     assert "does not contain its marker 'multi_processor_count >= 78'" in report["errors"][0]
     assert "vllm_fix_file_sha256" not in report["errors"][0]
     good = supply(art, item)
-    pinned, errors = im.apply_fix_pins(spec, {item["name"]: sha(good)}, kinds.check)
+    pins = {item["name"]: sha(good)}
+    pinned, errors = im.apply_fix_pins(spec, pins, kinds.check)
     assert errors == []
-    supply(art, item, good + b"# edited\n")
-    report = im.fix_file_report(pinned, str(art), ROOT)
+    edited = supply(art, item, good + b"# edited\n")
+    report = im.fix_file_report(pinned, str(art), ROOT, user_pins=pins)
     assert report["rows"][0]["state"] == "differs"
+    # the pin is the user's: re-pin it (the new mapping comes last), never "update the lane"
+    assert "but your pin (vllm_fix_file_sha256) is %s: put back the file you pinned" % sha(good) in report["errors"][0]
+    assert report["errors"][-1].endswith("vllm_fix_file_sha256: {%s: %s}" % (item["name"], sha(edited)))
+    assert "fix_files[].sha256" not in " ".join(report["errors"])
+    # without knowing the pin is the user's (a lane's own pin), the lane's message stands
+    report = im.fix_file_report(pinned, str(art), ROOT)
     assert "the lane pins %s" % sha(good) in report["errors"][0]
     supply(art, item, b"")
     assert im.fix_file_report(pinned, str(art), ROOT)["rows"][0]["state"] == "empty"
@@ -139,7 +150,8 @@ def test_a_wrong_file_is_not_offered_a_pin_and_a_changed_file_differs(tmp_path):
     ({"sparse_attn_indexer_kpool": "ABC"}, "is not a sha256"),
     ({"sparse_attn_indexer_kpool": "A" * 64}, "is not a sha256"),
     ({"sparse_attn_indexer_kpool": 12}, "= 12 must be a string"),
-    (["sparse_attn_indexer_kpool"], "must be a mapping"),
+    (["sparse_attn_indexer_kpool"], "must be a mapping of fix file name to sha256, got a list; in group_vars write"),
+    ("{sparse_attn_indexer_kpool: abc}", "got a string; in group_vars write"),
 ])
 def test_bad_pins_are_refused_naming_the_key(pins, want):
     _lane, errors = im.apply_fix_pins(lane("tp4_dflash2_1m"), pins, kinds.check)
@@ -160,7 +172,7 @@ def test_an_unpinned_url_is_listed_and_refused_and_a_pinned_one_is_left_to_kerne
             "source": {"project": "owner/repo", "path": "u.py"}}
     spec = dict(lane("sim_cpu_tp2"), fix_files=[item])
     report = im.fix_file_report(spec, str(tmp_path), ROOT)
-    assert report["rows"][0]["state"] == "unpinned" and "<sha256sum of the file>" in report["errors"][0]
+    assert report["rows"][0]["state"] == "unpinned" and "download it, check it against owner/repo" in report["errors"][0]
     spec = dict(spec, fix_files=[dict(item, sha256="2" * 64)])
     report = im.fix_file_report(spec, str(tmp_path), ROOT)
     assert report["rows"][0]["state"] == "downloaded" and report["errors"] == []
