@@ -724,8 +724,8 @@ def fix_file_report(lane, artifacts_dir, collection_root, read=None, user_pins=N
             row["state"] = "differs"
             errors.append("lane %s: fix file %s: %s has sha256 %s, but your pin (vllm_fix_file_sha256) is %s: put back "
                           "the file you pinned, or, if you replaced it on purpose, check it against %s and pin the new "
-                          "one (the last message gives the mapping)" % (name, item.get("name"), path, actual, pin,
-                                                                         row["from"]))
+                          "one (the last message gives the mapping)"
+                          % (name, item.get("name"), path, actual, pin, row["from"]))
             new_pins[item.get("name")] = actual
             continue
         problems = check_fix_source(dict(item, src=path), actual, text, name)

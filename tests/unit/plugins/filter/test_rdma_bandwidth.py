@@ -41,9 +41,10 @@ def _rail(hca, cidr, ip, state="Up"):
 
 
 def test_every_ordered_pair_of_four_nodes_on_two_rails_and_a_budget_that_cuts_the_way_back():
-    facts = dict(("node-%s" % c, {"hcas": [_rail("r0", "10.10.0.0/24", "10.10.0.%d" % i),
-                                          _rail("r1", "10.20.0.0/24", "10.20.0.%d" % i)]})
-                 for i, c in enumerate("abcd", 1))
+    facts = {}
+    for i, c in enumerate("abcd", 1):
+        facts["node-%s" % c] = {"hcas": [_rail("r0", "10.10.0.0/24", "10.10.0.%d" % i),
+                                         _rail("r1", "10.20.0.0/24", "10.20.0.%d" % i)]}
     plan = rdma_fabric_bandwidth_plan(facts, "node-a")
     tests = [(p["host"], p["peer_host"], p["hca"]) for p in plan["pairs"]]
     assert len(tests) == len(set(tests)) == 24  # 12 ordered pairs on each of 2 rails
