@@ -89,10 +89,10 @@ test-watchdog: venv host-deps
 # Lane 1 deploys the TP2 fleet (`e2e`) and the fault suite reuses it: its boots and watchdog windows set the pace.
 # Lane 2 takes the CPU lane 1 leaves idle: nice 10 and, on a cgroup-v1 machine, a CPU cgroup of low cpu.shares that
 # its containers join too. It boots the TP3 fleet (its test removes it at the end), then lint, sanity, units and
-# molecule (its nodes on 198.19/16). Measured orders (README.md, Tests): this one, 59.4 minutes with the images
-# current; lint and units first in lane 2 beside the image build, 65.2 minutes from no image; with the images
-# current units ended only at 1,536 s, heading for about 69 (units took 1,241-1,452 s beside the TP2 boot, not
-# 891); molecule before units, slower too. The machine is busy 92-100 % in every order: only less work makes the run shorter. The fleets, molecule's
+# molecule (its nodes on 198.19/16). Molecule is shared: both lanes end with a molecule-laneN stage on one queue
+# (tools/molecule_queue.py), lane 2 starting beside the fault suite, lane 1 joining when the suite ends. Measured
+# (README.md, Tests): 59.2 minutes on a fresh clone with the images current; 66.5 with molecule in lane 2 alone.
+# The machine is busy 92-100 % in every order: only less work makes the run shorter. The fleets, molecule's
 # nodes, their networks and the reports each test reads are apart (the TP3 test reads its own run's health report,
 # not reports/health-latest.json). e2e-tp3 depends on sim-images (under a lock, so a run beside a build waits).
 # A failing stage ends its lane; the other lane finishes its running stage and starts no new one. Every
