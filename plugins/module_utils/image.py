@@ -597,7 +597,7 @@ def fix_file_path(src, artifacts_dir, collection_root):
     return os.path.join(str(collection_root), src)
 
 
-def apply_fix_pins(lane, pins, kind_check=None):
+def apply_fix_pins(lane, pins, kind_check):
     """(lane with the user's pins, errors). pins: {fix file name: sha256} from vllm_fix_file_sha256, for the files
     a lane leaves to the user (sha256 null). A pin for a name the lane does not list, or for a file the lane pins
     itself, is refused: it would be silently ignored or contradict the lane. kind_check(spec, value) is
@@ -626,16 +626,10 @@ def apply_fix_pins(lane, pins, kind_check=None):
             errors.append("%s: lane %s pins this file itself (sha256 %s); remove the pin (a different file needs a "
                           "lane of its own)" % (where, lane.get("name", "?"), own))
             continue
-        problem = None
-        if kind_check is not None:
-            try:
-                kind_check("sha256", value)
-            except Exception as e:  # kinds.Refusal; its text is the rule and the fix
-                problem = "%s; %s" % (getattr(e, "rule", e), getattr(e, "fix", ""))
-        elif not (isinstance(value, str) and SHA256_RE.match(value)):
-            problem = "is not 64 lowercase hex; copy the first word of sha256sum <file>"
-        if problem:
-            errors.append("%s = %r %s" % (where, value, problem))
+        try:
+            kind_check("sha256", value)
+        except Exception as e:  # kinds.Refusal; its text is the rule and the fix
+            errors.append("%s = %r %s; %s" % (where, value, getattr(e, "rule", e), getattr(e, "fix", "")))
     if errors:
         return lane, errors
     out = dict(lane)
